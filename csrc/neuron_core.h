@@ -1,0 +1,83 @@
+// Shared declarations of the torch-neuronx C++ core.
+//
+// The core holds only what PyTorch accepts in C++ (allocator, guard, hooks,
+// generator, kernels, fallback, autocast). The virtual NeuronCore topology is
+// computed in Python (torch_neuronx/runtime) and handed to the core through
+// `configure_runtime`, which is the seam a real Neuron runtime would replace.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace torch_neuronx {
+
+constexpr c10::DeviceType kNeuron = c10::DeviceType::PrivateUse1;
+
+// ---- runtime state (runtime_state.cpp) -------------------------------------
+// Topology as seen by this process: one entry per visible logical core.
+struct RuntimeConfig {
+  std::vector<int64_t> hbm_capacity_bytes;  // per visible logical core
+  c10::DeviceIndex default_device = 0;      // current device of a new thread
+  std::string error;  // non-empty: the environment is invalid, raise on use
+};
+
+void configure_runtime(RuntimeConfig config);
+c10::DeviceIndex device_count();  // 0 until configured
+// Raises the configuration error (naming the variable) if there is one, and
+// the "invalid device ordinal" error if `index` is out of range.
+void check_device(c10::DeviceIndex index);
+int64_t hbm_capacity(c10::DeviceIndex index);
+c10::DeviceIndex current_device();
+void set_current_device(c10::DeviceIndex index);  // checked
+void mark_used(c10::DeviceIndex index);            // first allocation on a core
+bool is_used(c10::DeviceIndex index);
+bool is_initialized();
+void mark_initialized();
+bool in_bad_fork();
+void check_not_in_bad_fork();
+
+// ---- allocator (allocator.cpp) ----------------------------------------------
+c10::DeviceAllocator* neuron_allocator();
+c10::Allocator* pinned_host_allocator();
+bool is_pinned_host_ptr(const void* ptr);
+// Device that owns `ptr` (an allocation start), or -1.
+c10::DeviceIndex device_of_ptr(const void* ptr);
+// Wrap an existing CPU storage as neuron memory on `device` without copying:
+// the returned DataPtr keeps `cpu` alive and is counted in the device stats.
+c10::DataPtr adopt_cpu_storage(c10::Storage cpu, c10::DeviceIndex device);
+
+// ---- host views (cpu_alias.cpp) ---------------------------------------------
+// A CPU storage that aliases the bytes of a neuron storage and keeps it alive.
+c10::Storage make_cpu_alias_storage(const c10::Storage& neuron_storage);
+// A CPU tensor over the same bytes, sizes, strides and offset as `t`.
+at::Tensor cpu_alias(const at::Tensor& t, const c10::Storage& alias_storage);
+at::Tensor cpu_alias(const at::Tensor& t);
+// A neuron tensor over `storage` with the geometry of `like`.
+at::Tensor neuron_view(const c10::Storage& storage, const at::Tensor& like);
+
+// ---- generator (generator.cpp) ----------------------------------------------
+const at::Generator& default_generator(c10::DeviceIndex index);
+at::Generator new_generator(c10::DeviceIndex index);
+bool is_neuron_generator(const at::Generator& gen);
+// Seeds the CPU engine of a neuron generator from its (seed, offset) state and
+// returns it; `advance` then moves the offset past the numbers an op drew.
+at::Generator prepare_engine(const at::Generator& gen);
+void advance_offset(const at::Generator& gen, uint64_t numel);
+
+// ---- fallback (fallback.cpp) ------------------------------------------------
+void register_routed_ops();  // CPU-kernel ops that would otherwise decompose
+std::vector<std::string> routed_op_names();
+int64_t host_kernel_calls();
+
+// ---- streams (guard.cpp) ----------------------------------------------------
+void synchronize_device(c10::DeviceIndex index);
+
+// ---- process exit (exit_drain.cpp) ------------------------------------------
+void drain_autograd_workers();
+
+}  // namespace torch_neuronx

@@ -1,0 +1,32 @@
+"""torch-neuronx: the `neuron` device (AWS Trainium NeuronCores) for PyTorch.
+
+`import torch` loads this package through the `torch.backends` entry point
+(`_autoload`); `import torch_neuronx` does the same registration when autoload
+is disabled (TORCH_DEVICE_BACKEND_AUTOLOAD=0).
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from ._registration import register as _register, registration_error  # noqa: E402
+
+_register()
+
+
+def _autoload() -> None:
+    """Entry point of the `torch.backends` group, called by `import torch`."""
+    _register()
+
+
+def get_host_kernel_calls() -> int:
+    """Number of ATen ops the virtual NeuronCore executed through host kernels."""
+    from . import _C
+
+    return _C._host_kernel_calls()
+
+
+def routed_ops() -> list[str]:
+    """ATen ops sent to their CPU kernel instead of a composite decomposition."""
+    from . import _C
+
+    return list(_C._routed_ops())

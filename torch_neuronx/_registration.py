@@ -1,0 +1,74 @@
+"""Registration of the neuron device with PyTorch, in the order PyTorch needs.
+
+`register()` runs once per process, from `import torch` (autoload) or from
+`import torch_neuronx`. It must never make `import torch` fail: on a broken
+installation it leaves an unavailable `torch.neuron` and warns why.
+"""
+from __future__ import annotations
+
+import atexit
+import sys
+import types
+import warnings
+
+import torch
+
+_state = {"done": False, "error": None}
+
+
+def register() -> None:
+    if _state["done"]:
+        return
+    _state["done"] = True
+    try:
+        _register_device()
+    except Exception as err:  # noqa: BLE001 - autoload must not break `import torch`
+        _state["error"] = f"{type(err).__name__}: {err}"
+        warnings.warn(
+            f"torch-neuronx could not register the neuron device ({_state['error']}); "
+            "torch.neuron.is_available() is False. Reinstall torch-neuronx against the "
+            f"installed torch {torch.__version__}.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        _install_unavailable_module()
+
+
+def _register_device() -> None:
+    from . import _C, runtime  # loading _C registers allocator, guard, hooks, kernels
+
+    runtime.start(_C)
+    if torch._C._get_privateuse1_backend_name() != "neuron":
+        torch.utils.rename_privateuse1_backend("neuron")
+    from . import neuron
+
+    torch._register_device_module("neuron", neuron)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_storage=True
+    )
+    _C._register_routed_ops()
+    atexit.register(_C._drain_autograd_workers)
+
+
+def _install_unavailable_module() -> None:
+    if hasattr(torch, "neuron"):
+        return
+    module = types.ModuleType("torch.neuron", "neuron device (unavailable: see the warning)")
+    reason = _state["error"]
+
+    def _unavailable(*args, **kwargs):
+        raise RuntimeError(f"The neuron device is unavailable: {reason}")
+
+    module.is_available = lambda: False
+    module.device_count = lambda: 0
+    module.is_initialized = lambda: False
+    module._is_in_bad_fork = lambda: False
+    module.current_device = _unavailable
+    module.set_device = _unavailable
+    module.manual_seed_all = lambda seed: None
+    torch.neuron = module
+    sys.modules["torch.neuron"] = module
+
+
+def registration_error() -> str | None:
+    return _state["error"]

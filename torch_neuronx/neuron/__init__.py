@@ -1,0 +1,56 @@
+"""torch.neuron: the device module of the neuron device, modelled on torch.cuda."""
+from __future__ import annotations
+
+from . import amp, memory, random, streams
+from .amp import get_amp_supported_dtype, is_bf16_supported, is_fp16_supported
+from .device import (
+    NeuronDeviceProperties,
+    _is_in_bad_fork,
+    _lazy_init,
+    current_device,
+    device,
+    device_count,
+    device_of,
+    get_device_capability,
+    get_device_name,
+    get_device_properties,
+    init,
+    is_available,
+    is_initialized,
+    set_device,
+    synchronize,
+)
+from .memory import (
+    empty_cache,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    memory_summary,
+    reset_accumulated_memory_stats,
+    reset_max_memory_allocated,
+    reset_peak_memory_stats,
+)
+from .random import (
+    _get_generator,
+    default_generators,
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
+from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream
+
+
+def __getattr__(name: str):
+    # `_initialized` is read by torch.utils.checkpoint as a module attribute.
+    if name == "_initialized":
+        return is_initialized()
+    raise AttributeError(f"module 'torch.neuron' has no attribute {name!r}")

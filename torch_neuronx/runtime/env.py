@@ -1,0 +1,85 @@
+"""Every environment variable the virtual runtime reads, parsed and validated
+in one place. Errors name the variable and say what a valid value looks like.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+INSTANCE_TYPE = "TORCH_NEURONX_INSTANCE_TYPE"
+HBM_BYTES_PER_CORE = "TORCH_NEURONX_HBM_BYTES_PER_CORE"
+LOGICAL_NC_CONFIG = "NEURON_LOGICAL_NC_CONFIG"
+VISIBLE_CORES = "NEURON_RT_VISIBLE_CORES"
+NUM_CORES = "NEURON_RT_NUM_CORES"
+LOCAL_RANK = "LOCAL_RANK"
+
+
+class NeuronEnvironmentError(RuntimeError):
+    """An environment variable of the Neuron runtime has an invalid value."""
+
+
+def get(name: str) -> str | None:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return None
+    return value.strip()
+
+
+def parse_int(name: str, minimum: int = 0) -> int | None:
+    raw = get(name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise NeuronEnvironmentError(
+            f"{name}={raw!r} is not an integer; set it to a whole number >= {minimum} or unset it."
+        ) from None
+    if value < minimum:
+        raise NeuronEnvironmentError(f"{name}={raw!r} must be >= {minimum}.")
+    return value
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 1000**2, "mb": 1000**2,
+               "mib": 1 << 20, "g": 1000**3, "gb": 1000**3, "gib": 1 << 30}
+
+
+def parse_bytes(name: str) -> int | None:
+    """A size such as 1073741824, 512MiB or 2GB."""
+    raw = get(name)
+    if raw is None:
+        return None
+    match = re.fullmatch(r"(\d+)\s*([a-zA-Z]*)", raw)
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in _SIZE_UNITS:
+        raise NeuronEnvironmentError(
+            f"{name}={raw!r} is not a size; use bytes (1073741824) or a unit (512MiB, 2GiB, 4GB)."
+        )
+    value = int(match.group(1)) * _SIZE_UNITS[unit]
+    if value <= 0:
+        raise NeuronEnvironmentError(f"{name}={raw!r} must be a positive size.")
+    return value
+
+
+def parse_core_list(name: str) -> list[int] | None:
+    """NEURON_RT_VISIBLE_CORES syntax: "2", "0-3", "0,2,5" or "0-1,4"."""
+    raw = get(name)
+    if raw is None:
+        return None
+    cores: list[int] = []
+    for part in raw.split(","):
+        part = part.strip()
+        match = re.fullmatch(r"(\d+)(?:\s*-\s*(\d+))?", part)
+        if match is None:
+            raise NeuronEnvironmentError(
+                f"{name}={raw!r} is malformed at {part!r}; use a core index (\"2\"), a range "
+                f"(\"0-3\") or a comma-separated list (\"0,2,5\")."
+            )
+        first = int(match.group(1))
+        last = int(match.group(2)) if match.group(2) is not None else first
+        if last < first:
+            raise NeuronEnvironmentError(f"{name}={raw!r}: range {part!r} ends before it starts.")
+        cores.extend(range(first, last + 1))
+    if len(set(cores)) != len(cores):
+        raise NeuronEnvironmentError(f"{name}={raw!r} lists a core more than once.")
+    return cores

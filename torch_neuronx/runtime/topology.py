@@ -1,0 +1,113 @@
+"""The virtual topology of this process: which logical NeuronCores it sees.
+
+Chips of the instance type are split into logical cores by
+NEURON_LOGICAL_NC_CONFIG (LNC=2 pairs two physical cores and their HBM into one
+logical core), then NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES restrict the
+cores this process sees and renumber them from 0, as the Neuron runtime does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import env
+from .catalogue import DEFAULT_INSTANCE_TYPE, INSTANCE_TYPES, Chip, InstanceType
+
+
+@dataclass(frozen=True)
+class LogicalCore:
+    global_index: int      # index among all logical cores of the instance
+    chip_index: int
+    physical_cores: tuple[int, ...]  # instance-wide physical core ids
+    hbm_bytes: int
+
+
+@dataclass(frozen=True)
+class Topology:
+    instance: InstanceType
+    lnc: int
+    cores: tuple[LogicalCore, ...]     # the visible ones, in device-index order
+    total_logical_cores: int
+
+    @property
+    def chip(self) -> Chip:
+        return self.instance.chip
+
+    @property
+    def device_count(self) -> int:
+        return len(self.cores)
+
+
+def _instance_type() -> InstanceType:
+    name = env.get(env.INSTANCE_TYPE) or DEFAULT_INSTANCE_TYPE
+    if name not in INSTANCE_TYPES:
+        known = ", ".join(sorted(INSTANCE_TYPES))
+        raise env.NeuronEnvironmentError(
+            f"{env.INSTANCE_TYPE}={name!r} is not a known instance type; use one of: {known}."
+        )
+    return INSTANCE_TYPES[name]
+
+
+def _lnc(chip: Chip) -> int:
+    lnc = env.parse_int(env.LOGICAL_NC_CONFIG, minimum=1)
+    if lnc is None:
+        return chip.default_lnc
+    if lnc not in chip.supported_lnc:
+        allowed = " or ".join(str(v) for v in chip.supported_lnc)
+        raise env.NeuronEnvironmentError(
+            f"{env.LOGICAL_NC_CONFIG}={lnc} is not supported on {chip.name}; use {allowed}."
+        )
+    return lnc
+
+
+def discover() -> Topology:
+    """Read the environment and build the topology; raises NeuronEnvironmentError."""
+    instance = _instance_type()
+    chip = instance.chip
+    lnc = _lnc(chip)
+    per_chip = chip.physical_cores // lnc
+    hbm = chip.hbm_bytes // per_chip
+    override = env.parse_bytes(env.HBM_BYTES_PER_CORE)
+    if override is not None:
+        hbm = override
+    all_cores = [
+        LogicalCore(
+            global_index=c * per_chip + i,
+            chip_index=c,
+            physical_cores=tuple(c * chip.physical_cores + i * lnc + p for p in range(lnc)),
+            hbm_bytes=hbm,
+        )
+        for c in range(instance.chips)
+        for i in range(per_chip)
+    ]
+    visible = all_cores
+    selected = env.parse_core_list(env.VISIBLE_CORES)
+    if selected is not None:
+        missing = [i for i in selected if i >= len(all_cores)]
+        if missing:
+            raise env.NeuronEnvironmentError(
+                f"{env.VISIBLE_CORES}={env.get(env.VISIBLE_CORES)!r} names core {missing[0]}, but "
+                f"{instance.name} with {env.LOGICAL_NC_CONFIG}={lnc} has {len(all_cores)} logical "
+                f"cores (0-{len(all_cores) - 1})."
+            )
+        visible = [all_cores[i] for i in selected]
+    num = env.parse_int(env.NUM_CORES, minimum=0)
+    if num:
+        if num > len(visible):
+            raise env.NeuronEnvironmentError(
+                f"{env.NUM_CORES}={num} asks for more cores than the {len(visible)} available."
+            )
+        visible = visible[:num]
+    return Topology(instance=instance, lnc=lnc, cores=tuple(visible),
+                    total_logical_cores=len(all_cores))
+
+
+def default_device(topology: Topology) -> int:
+    """Under torchrun each process starts on neuron:LOCAL_RANK, as accelerate and
+    transformers both expect (when LOCAL_RANK names a visible core)."""
+    try:
+        rank = env.parse_int(env.LOCAL_RANK, minimum=0)
+    except env.NeuronEnvironmentError:
+        return 0
+    if rank is not None and rank < topology.device_count:
+        return rank
+    return 0
