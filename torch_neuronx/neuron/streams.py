@@ -7,6 +7,8 @@ Event.elapsed_time measures the work between two records.
 """
 from __future__ import annotations
 
+import time
+
 import torch
 
 from ._utils import DeviceLike, device_index
@@ -44,14 +46,32 @@ class Event(torch.Event):
     """A neuron event; elapsed_time() gives milliseconds between two records."""
 
     def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
-        return super().__new__(cls, device="neuron", enable_timing=enable_timing,
-                               blocking=blocking, interprocess=interprocess)
+        event = super().__new__(cls, device="neuron", enable_timing=enable_timing,
+                                blocking=blocking, interprocess=interprocess)
+        event._timing = enable_timing
+        event._recorded_ns = None
+        return event
 
     def record(self, stream: torch.Stream | None = None) -> None:
         super().record(current_stream() if stream is None else stream)
+        self._recorded_ns = time.perf_counter_ns()
 
     def wait(self, stream: torch.Stream | None = None) -> None:
         super().wait(current_stream() if stream is None else stream)
+
+    def elapsed_time(self, end_event: torch.Event) -> float:
+        # torch 2.13's torch.Event.elapsed_time rejects subclasses as its
+        # argument, so two neuron Events are timed here. Ops run synchronously,
+        # so the host times of the two records bound exactly the work between.
+        if type(end_event) is torch.Event:
+            return super().elapsed_time(end_event)
+        if not (self._timing and getattr(end_event, "_timing", False)):
+            raise RuntimeError("Both events must be created with enable_timing=True to measure "
+                               "elapsed time: torch.neuron.Event(enable_timing=True).")
+        if self._recorded_ns is None or getattr(end_event, "_recorded_ns", None) is None:
+            raise RuntimeError("Both events must be recorded before calculating elapsed time: "
+                               "call event.record() on each.")
+        return (end_event._recorded_ns - self._recorded_ns) / 1e6
 
 
 def _wrap(stream: torch.Stream) -> Stream:
