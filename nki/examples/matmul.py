@@ -1,0 +1,129 @@
+"""The matrix-multiplication progression: out[M, N] = lhsT[K, M].T @ rhs[K, N].
+
+(a) basic, (b) tiled with PSUM k-accumulation, (c) hoisted loads, (d) blocked free
+dimension, (e) optimised (rhs resident in SBUF, lhsT streamed in double-buffered blocks).
+"""
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+TK, TM, TN = 128, 128, 512   # contraction (partitions), stationary free, moving free
+
+
+@nki.jit
+def matmul_basic(lhsT, rhs):
+    """One nc_matmul: lhsT [<=128, <=128], rhs [<=128, <=512]."""
+    K, M = lhsT.shape
+    _, N = rhs.shape
+    out = nl.ndarray((M, N), lhsT.dtype, buffer=nl.shared_hbm)
+    s = nl.ndarray((K, M), lhsT.dtype, buffer=nl.sbuf)
+    m = nl.ndarray((K, N), rhs.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=s, src=lhsT)
+    nisa.dma_copy(dst=m, src=rhs)
+    ps = nl.ndarray((M, N), nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=ps, stationary=s, moving=m)
+    res = nl.ndarray((M, N), lhsT.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=res, src=ps)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+@nki.jit
+def matmul_tiled(lhsT, rhs):
+    """Loops over m (128), n (512) and k (128); k accumulates into one PSUM tile."""
+    K, M = lhsT.shape
+    _, N = rhs.shape
+    out = nl.ndarray((M, N), lhsT.dtype, buffer=nl.shared_hbm)
+    for m in range(M // TM):
+        for n in range(N // TN):
+            ps = nl.ndarray((TM, TN), nl.float32, buffer=nl.psum)
+            for k in range(K // TK):
+                s = nl.ndarray((TK, TM), lhsT.dtype, buffer=nl.sbuf)
+                mv = nl.ndarray((TK, TN), rhs.dtype, buffer=nl.sbuf)
+                nisa.dma_copy(dst=s, src=lhsT[k * TK:(k + 1) * TK, m * TM:(m + 1) * TM])
+                nisa.dma_copy(dst=mv, src=rhs[k * TK:(k + 1) * TK, n * TN:(n + 1) * TN])
+                nisa.nc_matmul(dst=ps, stationary=s, moving=mv)     # auto-accumulate over k
+            res = nl.ndarray((TM, TN), lhsT.dtype, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=res, src=ps)
+            nisa.dma_copy(dst=out[m * TM:(m + 1) * TM, n * TN:(n + 1) * TN], src=res)
+    return out
+
+
+@nki.jit
+def matmul_hoisted(lhsT, rhs):
+    """Loads moved out of the inner loops: an lhsT column strip per m, reused for every n."""
+    K, M = lhsT.shape
+    _, N = rhs.shape
+    KT = K // TK
+    out = nl.ndarray((M, N), lhsT.dtype, buffer=nl.shared_hbm)
+    for m in range(M // TM):
+        s = nl.ndarray((TK, KT, TM), lhsT.dtype, buffer=nl.sbuf)
+        for k in range(KT):
+            nisa.dma_copy(dst=s[:, k, :], src=lhsT[k * TK:(k + 1) * TK, m * TM:(m + 1) * TM])
+        for n in range(N // TN):
+            mv = nl.ndarray((TK, KT, TN), rhs.dtype, buffer=nl.sbuf)
+            for k in range(KT):
+                nisa.dma_copy(dst=mv[:, k, :], src=rhs[k * TK:(k + 1) * TK, n * TN:(n + 1) * TN])
+            ps = nl.ndarray((TM, TN), nl.float32, buffer=nl.psum)
+            for k in range(KT):
+                nisa.nc_matmul(dst=ps, stationary=s[:, k, :], moving=mv[:, k, :])
+            res = nl.ndarray((TM, TN), lhsT.dtype, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=res, src=ps)
+            nisa.dma_copy(dst=out[m * TM:(m + 1) * TM, n * TN:(n + 1) * TN], src=res)
+    return out
+
+
+@nki.jit
+def matmul_blocked(lhsT, rhs, block_n=4):
+    """Block the free dimension: one rhs block of ``block_n`` x 512 columns is loaded once per
+    m strip and feeds ``block_n`` PSUM accumulators."""
+    K, M = lhsT.shape
+    _, N = rhs.shape
+    KT, BN = K // TK, TN * block_n
+    out = nl.ndarray((M, N), lhsT.dtype, buffer=nl.shared_hbm)
+    for nb in range(N // BN):
+        mv = nl.ndarray((TK, KT, BN), rhs.dtype, buffer=nl.sbuf)
+        for k in range(KT):
+            nisa.dma_copy(dst=mv[:, k, :], src=rhs[k * TK:(k + 1) * TK, nb * BN:(nb + 1) * BN])
+        for m in range(M // TM):
+            s = nl.ndarray((TK, KT, TM), lhsT.dtype, buffer=nl.sbuf)
+            for k in range(KT):
+                nisa.dma_copy(dst=s[:, k, :], src=lhsT[k * TK:(k + 1) * TK, m * TM:(m + 1) * TM])
+            res = nl.ndarray((TM, BN), lhsT.dtype, buffer=nl.sbuf)
+            for j in range(block_n):
+                ps = nl.ndarray((TM, TN), nl.float32, buffer=nl.psum)
+                for k in range(KT):
+                    nisa.nc_matmul(dst=ps, stationary=s[:, k, :], moving=mv[:, k, j * TN:(j + 1) * TN])
+                nisa.tensor_copy(dst=res[:, j * TN:(j + 1) * TN], src=ps)
+            nisa.dma_copy(dst=out[m * TM:(m + 1) * TM, nb * BN:(nb + 1) * BN], src=res)
+    return out
+
+
+@nki.jit
+def matmul_optimized(lhsT, rhs, block_m=4):
+    """rhs resident in SBUF (loaded as whole rows: long contiguous DMA runs); lhsT streamed in
+    column blocks of ``block_m`` x 128. Each block is a fresh SBUF buffer, so its DMA runs
+    ahead of the Tensor engine working on the previous block (double buffering)."""
+    K, M = lhsT.shape
+    _, N = rhs.shape
+    block_m = min(block_m, M // TM)
+    KT, BM = K // TK, TM * block_m
+    out = nl.ndarray((M, N), lhsT.dtype, buffer=nl.shared_hbm)
+    mv = nl.ndarray((TK, KT, N), rhs.dtype, buffer=nl.sbuf)
+    for k in range(KT):
+        nisa.dma_copy(dst=mv[:, k, :], src=rhs[k * TK:(k + 1) * TK, :])
+    for mb in range(M // BM):
+        s = nl.ndarray((TK, KT, BM), lhsT.dtype, buffer=nl.sbuf)
+        for k in range(KT):
+            nisa.dma_copy(dst=s[:, k, :], src=lhsT[k * TK:(k + 1) * TK, mb * BM:(mb + 1) * BM])
+        for m in range(block_m):
+            res = nl.ndarray((TM, N), lhsT.dtype, buffer=nl.sbuf)
+            for n in range(N // TN):
+                ps = nl.ndarray((TM, TN), nl.float32, buffer=nl.psum)
+                for k in range(KT):
+                    nisa.nc_matmul(dst=ps, stationary=s[:, k, m * TM:(m + 1) * TM],
+                                   moving=mv[:, k, n * TN:(n + 1) * TN])
+                nisa.tensor_copy(dst=res[:, n * TN:(n + 1) * TN], src=ps)
+            row = (mb * block_m + m) * TM
+            nisa.dma_copy(dst=out[row:row + TM, :], src=res)
+    return out
