@@ -10,6 +10,7 @@
 // every earlier GraphTask first: workers handle their queue in order.
 #include "neuron_core.h"
 
+#include <c10/core/AutogradState.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/csrc/autograd/autograd.h>
 
@@ -18,6 +19,11 @@ namespace torch_neuronx {
 void drain_autograd_workers() {
   if (in_bad_fork()) return;
   const c10::DeviceIndex count = device_count();
+  // The drain must go through the per-device worker queues, even when this
+  // thread runs its own backward passes inline (multithreading disabled).
+  auto& autograd_state = c10::AutogradState::get_tls_state();
+  const bool was_multithreaded = autograd_state.get_multithreading_enabled();
+  autograd_state.set_multithreading_enabled(true);
   for (c10::DeviceIndex i = 0; i < count; ++i) {
     if (!is_used(i)) continue;
     try {
@@ -30,6 +36,7 @@ void drain_autograd_workers() {
       // Exit must never fail; a core that cannot run is simply skipped.
     }
   }
+  autograd_state.set_multithreading_enabled(was_multithreaded);
 }
 
 }  // namespace torch_neuronx

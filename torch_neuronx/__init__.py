@@ -8,14 +8,25 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from ._registration import register as _register, registration_error  # noqa: E402
-
-_register()
-
 
 def _autoload() -> None:
-    """Entry point of the `torch.backends` group, called by `import torch`."""
-    _register()
+    """Entry point of the `torch.backends` group, called by `import torch`.
+
+    Defined before anything imports torch: `import torch_neuronx` on a fresh
+    interpreter imports torch, whose autoload calls this function while this
+    module is still initialising.
+    """
+    import torch  # noqa: F401  - first, so torch's own autoload can re-enter here
+
+    from ._registration import register
+
+    register()
+
+
+_autoload()
+
+from ._registration import registration_error  # noqa: E402
+from .nki_integration import nki_op, wrap_nki  # noqa: E402  (cheap: heavy parts load on use)
 
 
 def get_host_kernel_calls() -> int:

@@ -47,7 +47,24 @@ def _register_device() -> None:
         for_tensor=True, for_module=True, for_storage=True
     )
     _C._register_routed_ops()
+    # The virtual core executes synchronously on the host, so autograd's
+    # per-device worker threads only add a thread hand-off to every backward.
+    # Run backward on the calling thread (as CPU does) for the importing
+    # thread; other threads keep PyTorch's default, and the exit drain keeps
+    # their worker threads from aborting the interpreter at exit.
+    torch._C._set_multithreading_enabled(False)
     atexit.register(_C._drain_autograd_workers)
+    _install_nki_handler()
+
+
+
+def _install_nki_handler() -> None:
+    """Let `@nki.jit` kernels take neuron tensors after a plain `import torch`."""
+    try:
+        from .nki_integration import install
+    except ImportError:  # the `nki` package is not importable: kernels stay numpy-only
+        return
+    install()
 
 
 def _install_unavailable_module() -> None:

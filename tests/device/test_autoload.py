@@ -1,5 +1,5 @@
 """Autoload: `import torch` alone brings the neuron device; opt-out works."""
-from conftest import run_python
+from tests.conftest import run_python
 
 
 def test_import_torch_alone_gives_neuron_device():
@@ -66,3 +66,13 @@ def test_invalid_environment_does_not_break_import_torch():
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["False", "raised", "True"]
     assert "NEURON_RT_VISIBLE_CORES" in r.stderr
+
+
+def test_import_torch_neuronx_first():
+    r = run_python("""
+        import torch_neuronx
+        import torch
+        print(torch.ones(1, device="neuron").device, callable(torch_neuronx.nki_op))
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["neuron:0", "True"]

@@ -4,7 +4,7 @@ import gc
 import pytest
 import torch
 
-from conftest import run_python
+from tests.conftest import run_python
 
 
 def test_storage_semantics():

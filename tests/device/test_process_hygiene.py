@@ -1,7 +1,7 @@
 """Process hygiene: fork after use is refused clearly; exit never aborts."""
 import concurrent.futures
 
-from conftest import run_python
+from tests.conftest import run_python
 
 
 def test_forked_child_after_use_raises_spawn_hint():
@@ -42,11 +42,20 @@ def test_fork_before_use_is_fine():
 
 
 EXIT_AFTER_BACKWARD = """
+import threading
 import torch
 import torch.nn as nn
-m = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)).to("neuron:{dev}")
-x = torch.randn(16, 32, device="neuron:{dev}")
-m(x).sum().backward()
+
+def step():
+    m = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)).to("neuron:{dev}")
+    x = torch.randn(16, 32, device="neuron:{dev}")
+    m(x).sum().backward()
+
+step()  # the importing thread runs backward inline
+# other threads use autograd's per-device worker threads: the exit race lives there
+t = threading.Thread(target=step)
+t.start()
+t.join()
 """
 
 

@@ -4,7 +4,7 @@ import json
 import pytest
 import torch
 
-from conftest import run_python
+from tests.conftest import run_python
 
 PROBE = """
     import json, torch
@@ -84,6 +84,22 @@ def test_bad_environment_raises_on_first_use(env, needle):
     assert len(lines) == 3
     for line in lines:
         assert line.startswith("ERR") and needle in line, line
+
+
+def test_more_cores_than_pytorch_can_address():
+    r = run_python("""
+        import torch
+        print(torch.neuron.device_count())
+        try:
+            torch.ones(1, device="neuron")
+        except RuntimeError as e:
+            print("NEURON_RT_VISIBLE_CORES" in str(e))
+    """, env={"TORCH_NEURONX_INSTANCE_TYPE": "trn2.48xlarge", "NEURON_LOGICAL_NC_CONFIG": "1"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0", "True"]
+    out = probe({"TORCH_NEURONX_INSTANCE_TYPE": "trn2.48xlarge", "NEURON_LOGICAL_NC_CONFIG": "1",
+                 "NEURON_RT_VISIBLE_CORES": "64-127"})
+    assert out["count"] == 64 and out["global"][0] == 64 and set(out["mem"]) == {12 * GiB}
 
 
 def test_invalid_ordinal_like_cuda():

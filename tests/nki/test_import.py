@@ -2,7 +2,7 @@
 import subprocess
 import sys
 
-from conftest import ROOT
+from tests.nki.conftest import ROOT
 
 
 def _run(code):

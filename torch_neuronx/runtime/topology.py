@@ -13,6 +13,9 @@ from . import env
 from .catalogue import DEFAULT_INSTANCE_TYPE, INSTANCE_TYPES, Chip, InstanceType
 
 
+MAX_VISIBLE_CORES = 127
+
+
 @dataclass(frozen=True)
 class LogicalCore:
     global_index: int      # index among all logical cores of the instance
@@ -97,6 +100,13 @@ def discover() -> Topology:
                 f"{env.NUM_CORES}={num} asks for more cores than the {len(visible)} available."
             )
         visible = visible[:num]
+    if len(visible) > MAX_VISIBLE_CORES:
+        raise env.NeuronEnvironmentError(
+            f"{instance.name} with {env.LOGICAL_NC_CONFIG}={lnc} has {len(visible)} logical cores, but "
+            f"one PyTorch process can address at most {MAX_VISIBLE_CORES} devices (c10::DeviceIndex is "
+            f"8-bit). Restrict the cores this process sees with {env.VISIBLE_CORES} (e.g. \"0-63\"), "
+            f"as torchrun workers normally do."
+        )
     return Topology(instance=instance, lnc=lnc, cores=tuple(visible),
                     total_logical_cores=len(all_cores))
 

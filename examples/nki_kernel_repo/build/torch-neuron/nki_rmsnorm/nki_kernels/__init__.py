@@ -1,0 +1,3 @@
+from .rmsnorm import rmsnorm_fwd
+
+__all__ = ["rmsnorm_fwd"]
