@@ -34,6 +34,7 @@ at::Tensor cpu_alias(const at::Tensor& t, const c10::Storage& alias_storage) {
   out.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
   if (t.is_conj()) out._set_conj(true);
   if (t.is_neg()) out._set_neg(true);
+  if (t._is_zerotensor()) out.unsafeGetTensorImpl()->_set_zero(true);
   return out;
 }
 
@@ -49,7 +50,39 @@ at::Tensor neuron_view(const c10::Storage& storage, const at::Tensor& like) {
                                                    like.storage_offset());
   if (like.is_conj()) out._set_conj(true);
   if (like.is_neg()) out._set_neg(true);
+  if (like._is_zerotensor()) out.unsafeGetTensorImpl()->_set_zero(true);
   return out;
+}
+
+at::Tensor adopt_host_result(const at::Tensor& host, c10::DeviceIndex device) {
+  c10::Storage adopted(c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), host.storage().nbytes(),
+      adopt_cpu_storage(host.storage(), device), neuron_allocator(), /*resizable=*/true));
+  return neuron_view(adopted, host);
+}
+
+void sync_written_output(const at::Tensor& neuron, const at::Tensor& host,
+                         const c10::StorageImpl* alias_storage, c10::DeviceIndex device) {
+  c10::StorageImpl* host_storage = host.storage().unsafeGetStorageImpl();
+  c10::StorageImpl* dev_storage = neuron.storage().unsafeGetStorageImpl();
+  if (host_storage != alias_storage) {
+    // The kernel re-pointed its output at a new storage (set_): adopt it.
+    c10::Storage adopted(c10::make_intrusive<c10::StorageImpl>(
+        c10::StorageImpl::use_byte_size_t(), host.storage().nbytes(),
+        adopt_cpu_storage(host.storage(), device), neuron_allocator(), true));
+    neuron.unsafeGetTensorImpl()->set_storage_keep_dtype(std::move(adopted));
+  } else if (host_storage->data_ptr().get() != dev_storage->data_ptr().get() ||
+             host_storage->nbytes() != dev_storage->nbytes()) {
+    // The kernel grew the alias storage: the neuron storage takes the new bytes.
+    const size_t nbytes = host_storage->nbytes();
+    dev_storage->set_data_ptr_noswap(adopt_cpu_storage(host.storage(), device));
+    dev_storage->set_nbytes(nbytes);
+  }
+  if (host.sizes() != neuron.sizes() || host.strides() != neuron.strides() ||
+      host.storage_offset() != neuron.storage_offset()) {
+    neuron.unsafeGetTensorImpl()->set_sizes_and_strides(host.sizes(), host.strides(),
+                                                        host.storage_offset());
+  }
 }
 
 }  // namespace torch_neuronx

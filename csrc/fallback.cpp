@@ -127,28 +127,7 @@ class HostCall {
   // (out= with a wrong size): move the new bytes and geometry into the neuron
   // tensor, as the CPU kernel did for its own output.
   void sync_written_arguments() {
-    for (const auto& w : writes_) {
-      const at::Tensor& host = w.host;
-      const at::Tensor& dev = w.neuron;
-      c10::StorageImpl* host_storage = host.storage().unsafeGetStorageImpl();
-      c10::StorageImpl* dev_storage = dev.storage().unsafeGetStorageImpl();
-      if (host_storage != w.alias_storage) {
-        c10::Storage adopted(c10::make_intrusive<c10::StorageImpl>(
-            c10::StorageImpl::use_byte_size_t(), host.storage().nbytes(),
-            adopt_cpu_storage(host.storage(), *device_), neuron_allocator(), true));
-        dev.unsafeGetTensorImpl()->set_storage_keep_dtype(std::move(adopted));
-      } else if (host_storage->data_ptr().get() != dev_storage->data_ptr().get() ||
-                 host_storage->nbytes() != dev_storage->nbytes()) {
-        const size_t nbytes = host_storage->nbytes();
-        dev_storage->set_data_ptr_noswap(adopt_cpu_storage(host.storage(), *device_));
-        dev_storage->set_nbytes(nbytes);
-      }
-      if (host.sizes() != dev.sizes() || host.strides() != dev.strides() ||
-          host.storage_offset() != dev.storage_offset()) {
-        dev.unsafeGetTensorImpl()->set_sizes_and_strides(host.sizes(), host.strides(),
-                                                         host.storage_offset());
-      }
-    }
+    for (const auto& w : writes_) sync_written_output(w.neuron, w.host, w.alias_storage, *device_);
   }
 
   void convert_returns(torch::jit::Stack* stack, size_t num_returns) {
@@ -216,6 +195,9 @@ class HostCall {
 
   at::Tensor from_host(const at::Tensor& r) {
     if (!r.defined() || r.is_privateuseone()) return r;
+    TORCH_CHECK(r.layout() == at::kStrided, op_.schema().name(), " returned a ", r.layout(),
+                " tensor; the neuron device supports strided (dense) tensors only. Run this op "
+                "on CPU tensors.");
     c10::TensorImpl* impl = r.unsafeGetTensorImpl();
     for (const auto& in : inputs_) {
       if (in.host == impl) return in.neuron;  // in-place / out=: the caller's tensor
@@ -231,11 +213,9 @@ class HostCall {
     for (const auto& entry : fresh_) {
       if (entry.host == storage) return neuron_view(entry.neuron, r);
     }
-    c10::Storage adopted(c10::make_intrusive<c10::StorageImpl>(
-        c10::StorageImpl::use_byte_size_t(), r.storage().nbytes(),
-        adopt_cpu_storage(r.storage(), *device_), neuron_allocator(), true));
-    fresh_.push_back({storage, adopted});
-    return neuron_view(adopted, r);
+    at::Tensor adopted = adopt_host_result(r, *device_);
+    fresh_.push_back({storage, adopted.storage()});
+    return adopted;
   }
 
   void note_device(c10::DeviceIndex index) {
@@ -303,6 +283,7 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::
 // must take the CPU branch to run the CPU kernels.
 const char* kDeviceBranchingComposites[] = {
     "convolution", "convolution_backward", "_convolution", "_convolution.deprecated",
+    "mode.values",
 };
 
 // Kept on their composite (or explicit) kernels: device transfers and
@@ -359,7 +340,11 @@ void register_routed_ops() {
         handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
         handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
     const bool cpu_kernel = handle->hasKernelForDispatchKey(c10::DispatchKey::CPU);
-    const bool route = forced.count(short_name) > 0 || (composite && cpu_kernel);
+    // CompositeImplicit too: a handful of ops (mish_backward,
+    // native_channel_shuffle) have a CPU kernel that CPU runs instead of it.
+    const bool implicit =
+        handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
+    const bool route = forced.count(short_name) > 0 || ((composite || implicit) && cpu_kernel);
     if (!route || keep_composite(*handle)) continue;
     g_route_library->impl(short_name.c_str(),
                           torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());

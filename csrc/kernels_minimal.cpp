@@ -5,6 +5,7 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
@@ -13,6 +14,7 @@
 #include <ATen/ops/set_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
 namespace torch_neuronx {
@@ -121,6 +123,20 @@ at::Scalar neuron_local_scalar_dense(const at::Tensor& self) {
   return at::_local_scalar_dense(cpu_alias(self));
 }
 
+// ZeroTensors carry no memory; the CPU kernel's NULL storage must keep its
+// ZeroTensor key on neuron, or reading it would dereference NULL.
+at::Tensor neuron_efficientzerotensor(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                                      std::optional<at::Layout>, std::optional<c10::Device> device,
+                                      std::optional<bool>) {
+  const c10::Device dev(kNeuron, target_index(device));
+  check_device(dev.index());
+  auto allocator = at::native::ZeroTensorAllocator(dev);
+  const auto keys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1) |
+                    c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
+  return at::detail::empty_generic(size, &allocator, keys, c10::dtype_or_default(dtype),
+                                   std::nullopt);
+}
+
 // Work is complete when issued (synchronous host execution): nothing to track.
 void neuron_record_stream(at::Tensor&, c10::Stream) {}
 
@@ -130,6 +146,10 @@ int64_t neuron_fused_sdp_choice(const at::Tensor& query, const at::Tensor& key,
                                 const at::Tensor& value, const std::optional<at::Tensor>& mask,
                                 double dropout_p, bool is_causal, std::optional<double> scale,
                                 bool enable_gqa) {
+  // The choice reads metadata only. Under tracing the arguments are fake
+  // tensors: keep Python modes (FakeTensorMode) out of the CPU redispatch.
+  c10::impl::ExcludeDispatchKeyGuard no_python(
+      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
   std::optional<at::Tensor> host_mask;
   if (mask.has_value()) host_mask = cpu_alias(*mask);
   return at::_fused_sdp_choice(cpu_alias(query), cpu_alias(key), cpu_alias(value), host_mask,
@@ -137,6 +157,14 @@ int64_t neuron_fused_sdp_choice(const at::Tensor& query, const at::Tensor& key,
 }
 
 }  // namespace
+
+at::Tensor empty_strided_on(c10::IntArrayRef size, c10::IntArrayRef stride, at::ScalarType dtype,
+                            c10::DeviceIndex index) {
+  check_device(index);
+  c10::DeviceGuard guard(c10::Device(kNeuron, index));
+  return at::detail::empty_strided_generic(
+      size, stride, neuron_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype);
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", TORCH_FN(neuron_empty));
@@ -153,6 +181,20 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from_and_resize", TORCH_FN(neuron_copy_from_and_resize));
   m.impl("_local_scalar_dense", TORCH_FN(neuron_local_scalar_dense));
   m.impl("record_stream", TORCH_FN(neuron_record_stream));
+  m.impl("_efficientzerotensor", TORCH_FN(neuron_efficientzerotensor));
+}
+
+// copy_ skips the conjugate/negative-bit fallbacks; _copy_from must too, or
+// that fallback materialises the source with clone() -> copy_ -> _copy_from
+// -> ... without end. The host aliases carry the bits and the CPU copy kernel
+// resolves them.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 }  // namespace torch_neuronx

@@ -1,6 +1,7 @@
 // torch_neuronx._C: the small Python surface of the C++ core.
 #include "neuron_core.h"
 
+#include <torch/csrc/Dtype.h>
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
@@ -41,6 +42,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("_host_kernel_calls", &tn::host_kernel_calls);
   m.def("_cpu_alias", [](const at::Tensor& t) { return tn::cpu_alias(t); },
         "A CPU tensor over the same bytes as a neuron tensor (no copy).");
+  m.def(
+      "_empty_strided_neuron",
+      [](std::vector<int64_t> size, std::vector<int64_t> stride, py::object dtype, int64_t index) {
+        TORCH_CHECK(THPDtype_Check(dtype.ptr()), "dtype must be a torch.dtype");
+        const auto scalar_type = reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type;
+        return tn::empty_strided_on(size, stride, scalar_type, static_cast<c10::DeviceIndex>(index));
+      },
+      "Allocate an uninitialised neuron tensor (compiled graphs' buffers).");
   m.def("_drain_autograd_workers", &tn::drain_autograd_workers,
         py::call_guard<py::gil_scoped_release>());
 }

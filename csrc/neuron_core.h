@@ -60,6 +60,14 @@ at::Tensor cpu_alias(const at::Tensor& t);
 // A neuron tensor over `storage` with the geometry of `like`.
 at::Tensor neuron_view(const c10::Storage& storage, const at::Tensor& like);
 
+// A fresh host-kernel result adopted as neuron memory on `device` (no copy).
+at::Tensor adopt_host_result(const at::Tensor& host, c10::DeviceIndex device);
+// After a kernel wrote `host` (the alias of `neuron`, made over `alias_storage`):
+// if it resized or re-pointed its output, move the new bytes and geometry into
+// the neuron tensor, as the CPU kernel did for its own output.
+void sync_written_output(const at::Tensor& neuron, const at::Tensor& host,
+                         const c10::StorageImpl* alias_storage, c10::DeviceIndex device);
+
 // ---- generator (generator.cpp) ----------------------------------------------
 const at::Generator& default_generator(c10::DeviceIndex index);
 at::Generator new_generator(c10::DeviceIndex index);
@@ -68,6 +76,11 @@ bool is_neuron_generator(const at::Generator& gen);
 // returns it; `advance` then moves the offset past the numbers an op drew.
 at::Generator prepare_engine(const at::Generator& gen);
 void advance_offset(const at::Generator& gen, uint64_t numel);
+
+// ---- explicit kernels (kernels_minimal.cpp) -------------------------------
+// Allocation without a dispatcher round trip, for compiled graphs' buffers.
+at::Tensor empty_strided_on(c10::IntArrayRef size, c10::IntArrayRef stride, at::ScalarType dtype,
+                            c10::DeviceIndex index);
 
 // ---- fallback (fallback.cpp) ------------------------------------------------
 void register_routed_ops();  // CPU-kernel ops that would otherwise decompose

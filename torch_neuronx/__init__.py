@@ -26,6 +26,7 @@ def _autoload() -> None:
 _autoload()
 
 from ._registration import registration_error  # noqa: E402
+from .compiler.metrics import get_dynamo_metrics, reset_dynamo_metrics  # noqa: E402
 from .nki_integration import nki_op, wrap_nki  # noqa: E402  (cheap: heavy parts load on use)
 
 

@@ -55,7 +55,9 @@ def _register_device() -> None:
     torch._C._set_multithreading_enabled(False)
     atexit.register(_C._drain_autograd_workers)
     _install_nki_handler()
+    from .distributed import register_backend as _register_c10d_backend
 
+    _register_c10d_backend()  # c10d backend "neuron"; the process group loads lazily
 
 
 def _install_nki_handler() -> None:

@@ -132,3 +132,36 @@ def test_dtypes_and_factories():
     assert same(torch.linspace(0, 1, 5), torch.linspace(0, 1, 5, device="neuron"))
     assert torch.zeros(2, device="neuron:2").device.index == 2
     assert torch.ones(3, device="neuron").tolist() == [1.0, 1.0, 1.0]
+
+
+def test_matmul_family_and_attention_have_direct_kernels():
+    a, b, c = torch.randn(4, 5), torch.randn(5, 3), torch.randn(4, 3)
+    x, y, z = torch.randn(2, 3, 4), torch.randn(2, 4, 5), torch.randn(2, 3, 5)
+    an, bn, cn, xn, yn, zn = (t.neuron() for t in (a, b, c, x, y, z))
+    before = torch_neuronx.get_host_kernel_calls()
+    results = [
+        (torch.mm(a, b), torch.mm(an, bn)),
+        (torch.addmm(c, a, b, beta=0.5, alpha=2), torch.addmm(cn, an, bn, beta=0.5, alpha=2)),
+        (torch.bmm(x, y), torch.bmm(xn, yn)),
+        (torch.baddbmm(z, x, y), torch.baddbmm(zn, xn, yn)),
+    ]
+    out = torch.empty(0, device="neuron")
+    torch.mm(an, bn, out=out)  # out= resizes, as compiled graphs' extern calls rely on
+    results.append((a @ b, out))
+    assert torch_neuronx.get_host_kernel_calls() == before  # no generic fallback involved
+    for ref, got in results:
+        assert got.is_neuron and same(ref, got)
+    torch.addmm(cn, an, bn, out=cn)  # out aliasing the input, like addmm_
+    assert same(torch.addmm(c, a, b), cn)
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.mm(an, b)
+    with pytest.raises(RuntimeError, match="neuron:0 and neuron:1"):
+        torch.bmm(xn, y.to("neuron:1"))
+    q, k, v = (torch.randn(2, 2, 8, 4, requires_grad=True) for _ in range(3))
+    qn, kn, vn = (t.detach().neuron().requires_grad_() for t in (q, k, v))
+    F.scaled_dot_product_attention(q, k, v).sum().backward()
+    before = torch_neuronx.get_host_kernel_calls()
+    o = F.scaled_dot_product_attention(qn, kn, vn)
+    o.sum().backward()
+    assert same(F.scaled_dot_product_attention(q, k, v), o)
+    assert same(q.grad, qn.grad) and same(v.grad, vn.grad)

@@ -1,0 +1,164 @@
+// Direct neuron kernels for the matmul family and CPU attention.
+//
+// Compiled graphs call these as extern kernels (often with out=), and eager
+// models call them constantly. They run the same CPU kernels as the generic
+// fallback, but unboxed: no IValue rewriting, no schema walk, no dispatcher
+// round trip to the CPU kernel (at::cpu:: calls it directly).
+#include "neuron_core.h"
+
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward_cpu_dispatch.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_cpu_dispatch.h>
+#include <ATen/ops/addmm_cpu_dispatch.h>
+#include <ATen/ops/baddbmm_cpu_dispatch.h>
+#include <ATen/ops/bmm_cpu_dispatch.h>
+#include <ATen/ops/mm_cpu_dispatch.h>
+#include <torch/library.h>
+
+#include <initializer_list>
+
+namespace torch_neuronx {
+namespace {
+
+// The one neuron device all tensor arguments live on, with CUDA's message when
+// they do not (0-dim CPU tensors are allowed, as on CUDA).
+c10::DeviceIndex common_device(const char* op, std::initializer_list<const at::Tensor*> tensors) {
+  std::optional<c10::DeviceIndex> device;
+  for (const at::Tensor* t : tensors) {
+    if (t == nullptr || !t->defined()) continue;
+    if (t->is_privateuseone()) {
+      const c10::DeviceIndex idx = t->device().index();
+      TORCH_CHECK(!device.has_value() || *device == idx,
+                  "Expected all tensors to be on the same device, but found at least two devices, "
+                  "neuron:", int(*device), " and neuron:", int(idx), "! (when checking arguments for ",
+                  op, "). Move them with .to(device).");
+      device = idx;
+    } else if (!(t->is_cpu() && t->dim() == 0)) {
+      TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
+                  "devices, neuron and ", t->device(), "! (when checking arguments for ", op, ").");
+    }
+  }
+  TORCH_CHECK(device.has_value(), op, ": no neuron tensor argument");
+  return *device;
+}
+
+// An out= argument as a host alias, remembering its alias storage.
+struct HostOut {
+  at::Tensor host;
+  const c10::StorageImpl* alias_storage;
+  explicit HostOut(const at::Tensor& out)
+      : host(cpu_alias(out)), alias_storage(host.storage().unsafeGetStorageImpl()) {}
+};
+
+// `input` as a host alias; when it shares memory with `out`, over the same
+// host storage, so the CPU kernel's overlap checks see what they would on CPU.
+at::Tensor alias_sharing(const at::Tensor& input, const at::Tensor& out, const HostOut& host) {
+  if (input.is_privateuseone() && input.is_alias_of(out)) return cpu_alias(input, host.host.storage());
+  return cpu_alias(input);
+}
+
+at::Tensor neuron_mm(const at::Tensor& self, const at::Tensor& mat2) {
+  const auto dev = common_device("aten::mm", {&self, &mat2});
+  return adopt_host_result(at::cpu::mm(cpu_alias(self), cpu_alias(mat2)), dev);
+}
+
+at::Tensor& neuron_mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  const auto dev = common_device("aten::mm.out", {&self, &mat2, &out});
+  HostOut host(out);
+  at::cpu::mm_out(host.host, cpu_alias(self), cpu_alias(mat2));
+  sync_written_output(out, host.host, host.alias_storage, dev);
+  return out;
+}
+
+at::Tensor neuron_bmm(const at::Tensor& self, const at::Tensor& mat2) {
+  const auto dev = common_device("aten::bmm", {&self, &mat2});
+  return adopt_host_result(at::cpu::bmm(cpu_alias(self), cpu_alias(mat2)), dev);
+}
+
+at::Tensor& neuron_bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  const auto dev = common_device("aten::bmm.out", {&self, &mat2, &out});
+  HostOut host(out);
+  at::cpu::bmm_out(host.host, cpu_alias(self), cpu_alias(mat2));
+  sync_written_output(out, host.host, host.alias_storage, dev);
+  return out;
+}
+
+at::Tensor neuron_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
+                        const at::Scalar& beta, const at::Scalar& alpha) {
+  const auto dev = common_device("aten::addmm", {&self, &mat1, &mat2});
+  return adopt_host_result(
+      at::cpu::addmm(cpu_alias(self), cpu_alias(mat1), cpu_alias(mat2), beta, alpha), dev);
+}
+
+at::Tensor& neuron_addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
+                             const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
+  const auto dev = common_device("aten::addmm.out", {&self, &mat1, &mat2, &out});
+  HostOut host(out);
+  at::cpu::addmm_out(host.host, alias_sharing(self, out, host), cpu_alias(mat1), cpu_alias(mat2),
+                     beta, alpha);
+  sync_written_output(out, host.host, host.alias_storage, dev);
+  return out;
+}
+
+at::Tensor neuron_baddbmm(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
+                          const at::Scalar& beta, const at::Scalar& alpha) {
+  const auto dev = common_device("aten::baddbmm", {&self, &b1, &b2});
+  return adopt_host_result(
+      at::cpu::baddbmm(cpu_alias(self), cpu_alias(b1), cpu_alias(b2), beta, alpha), dev);
+}
+
+at::Tensor& neuron_baddbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
+                               const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
+  const auto dev = common_device("aten::baddbmm.out", {&self, &b1, &b2, &out});
+  HostOut host(out);
+  at::cpu::baddbmm_out(host.host, alias_sharing(self, out, host), cpu_alias(b1), cpu_alias(b2),
+                       beta, alpha);
+  sync_written_output(out, host.host, host.alias_storage, dev);
+  return out;
+}
+
+std::optional<at::Tensor> host_optional(const std::optional<at::Tensor>& t) {
+  if (!t.has_value()) return std::nullopt;
+  return cpu_alias(*t);
+}
+
+std::tuple<at::Tensor, at::Tensor> neuron_flash_attention(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout_p,
+    bool is_causal, const std::optional<at::Tensor>& attn_mask, std::optional<double> scale) {
+  const at::Tensor* mask = attn_mask.has_value() ? &*attn_mask : nullptr;
+  const auto dev = common_device("aten::_scaled_dot_product_flash_attention_for_cpu", {&q, &k, &v, mask});
+  auto [out, lse] = at::cpu::_scaled_dot_product_flash_attention_for_cpu(
+      cpu_alias(q), cpu_alias(k), cpu_alias(v), dropout_p, is_causal, host_optional(attn_mask),
+      scale);
+  return {adopt_host_result(out, dev), adopt_host_result(lse, dev)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> neuron_flash_attention_backward(
+    const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& out, const at::Tensor& lse, double dropout_p, bool is_causal,
+    const std::optional<at::Tensor>& attn_mask, std::optional<double> scale) {
+  const at::Tensor* mask = attn_mask.has_value() ? &*attn_mask : nullptr;
+  const auto dev = common_device("aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+                                 {&grad_out, &q, &k, &v, &out, &lse, mask});
+  auto [gq, gk, gv] = at::cpu::_scaled_dot_product_flash_attention_for_cpu_backward(
+      cpu_alias(grad_out), cpu_alias(q), cpu_alias(k), cpu_alias(v), cpu_alias(out),
+      cpu_alias(lse), dropout_p, is_causal, host_optional(attn_mask), scale);
+  return {adopt_host_result(gq, dev), adopt_host_result(gk, dev), adopt_host_result(gv, dev)};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("mm", TORCH_FN(neuron_mm));
+  m.impl("mm.out", TORCH_FN(neuron_mm_out));
+  m.impl("bmm", TORCH_FN(neuron_bmm));
+  m.impl("bmm.out", TORCH_FN(neuron_bmm_out));
+  m.impl("addmm", TORCH_FN(neuron_addmm));
+  m.impl("addmm.out", TORCH_FN(neuron_addmm_out));
+  m.impl("baddbmm", TORCH_FN(neuron_baddbmm));
+  m.impl("baddbmm.out", TORCH_FN(neuron_baddbmm_out));
+  m.impl("_scaled_dot_product_flash_attention_for_cpu", TORCH_FN(neuron_flash_attention));
+  m.impl("_scaled_dot_product_flash_attention_for_cpu_backward",
+         TORCH_FN(neuron_flash_attention_backward));
+}
+
+}  // namespace torch_neuronx

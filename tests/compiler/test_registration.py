@@ -1,0 +1,63 @@
+"""The backend is resolvable as soon as torch is imported, cheaply, and registers
+the neuron device with Dynamo and Inductor at the first compile."""
+from __future__ import annotations
+
+import torch
+
+from tests.conftest import run_python
+
+
+def test_backend_listed_without_importing_the_package():
+    import torch._dynamo
+
+    assert "neuron" in torch._dynamo.list_backends()
+
+
+def test_entry_point_resolves_to_our_backend():
+    from torch._dynamo.backends.registry import lookup_backend
+
+    import torch_neuronx.compiler
+
+    assert lookup_backend("neuron") is torch_neuronx.compiler.neuron_backend
+
+
+def test_import_is_cheap_and_lazy():
+    result = run_python("""
+        import sys, time, torch
+        t = time.perf_counter()
+        import torch_neuronx.compiler
+        elapsed = time.perf_counter() - t
+        heavy = [m for m in ("torch._inductor", "torch._dynamo", "torch._inductor.compile_fx") if m in sys.modules]
+        print("HEAVY", heavy, "MS", round(elapsed * 1000, 1))
+    """)
+    assert result.returncode == 0, result.stderr
+    assert "HEAVY []" in result.stdout, result.stdout
+
+
+def test_first_compile_registers_device_interface_and_inductor_backend():
+    from torch._dynamo.device_interface import get_interface_for_device
+    from torch._inductor.codegen.common import get_scheduling_for_device, get_wrapper_codegen_for_device
+
+    from tests.compiler.conftest import elementwise, neuron_randn
+
+    x, y = neuron_randn(4, 8), neuron_randn(4, 8, seed=1)
+    torch.compile(elementwise, backend="neuron")(x, y)
+    assert get_interface_for_device("neuron").device_count() == torch.neuron.device_count()
+    assert get_interface_for_device("neuron:0").is_triton_capable() is False
+    assert get_scheduling_for_device("neuron").__name__ == "CppScheduling"
+    assert get_wrapper_codegen_for_device("neuron").__name__ == "NeuronWrapperCodegen"
+
+
+def test_cpu_alike_list_is_pinned_to_this_torch():
+    from torch_neuronx.compiler import cpu_alike
+
+    counts = cpu_alike.apply()
+    assert set(counts) == {f"{m}.{n}" for m, names in cpu_alike.TARGETS.items() for n in names}
+    assert all(c >= 1 for c in counts.values())
+    import torch._inductor.scheduler as scheduler
+
+    class Node:
+        def get_device(self):
+            return torch.device("neuron", 0)
+
+    assert scheduler.BaseSchedulerNode.is_cpu(Node())

@@ -1,0 +1,88 @@
+"""Faults: mismatches are reported, a dead peer or a wrong world size fails
+within the group timeout instead of hanging, destroy releases the group."""
+from __future__ import annotations
+
+import os
+import time
+from datetime import timedelta
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from tests.conftest import run_python
+from tests.distributed.dist_harness import run_ranks
+
+SHORT = timedelta(seconds=10)
+
+
+def _mismatch(rank, world):
+    dev = torch.device("neuron", rank)
+    with pytest.raises(RuntimeError, match="mismatch between collectives"):
+        dist.all_reduce(torch.ones(4 if rank == 0 else 8, device=dev))
+    with pytest.raises(RuntimeError, match="mismatch between collectives"):
+        dist.all_reduce(torch.ones(4, device=dev, dtype=torch.float32 if rank == 0 else torch.int32))
+
+
+def test_mismatched_shapes_and_dtypes_give_clear_error(monkeypatch):
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL checks op, shapes and dtypes before each
+    # collective, as torch does for its own backends (spawned ranks inherit it).
+    monkeypatch.setenv("TORCH_DISTRIBUTED_DEBUG", "DETAIL")
+    run_ranks(_mismatch, 2, pg_timeout=SHORT)
+
+
+def _dead_peer(rank, world):
+    dev = torch.device("neuron", rank)
+    dist.barrier()
+    if rank == 1:
+        os._exit(0)  # dies without leaving the group
+    start = time.monotonic()
+    with pytest.raises(RuntimeError):
+        for _ in range(3):
+            dist.all_reduce(torch.ones(4, device=dev))
+            time.sleep(0.5)
+    assert time.monotonic() - start < SHORT.total_seconds() + 5
+
+
+def test_dead_rank_fails_others_within_timeout():
+    run_ranks(_dead_peer, 2, pg_timeout=SHORT)
+
+
+def test_wrong_world_size_times_out_with_clear_error():
+    r = run_python("""
+        import socket, time, datetime, torch, torch.distributed as dist
+        s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+        start = time.monotonic()
+        try:
+            dist.init_process_group("neuron", init_method=f"tcp://127.0.0.1:{port}", rank=0,
+                                    world_size=2, timeout=datetime.timedelta(seconds=3))
+            print("NO ERROR")
+        except Exception as e:
+            print(type(e).__name__, round(time.monotonic() - start), str(e).splitlines()[0][:200])
+    """, timeout=120)
+    assert r.returncode == 0, r.stderr
+    kind, seconds, message = r.stdout.split(" ", 2)
+    assert kind in ("DistStoreError", "RuntimeError", "TimeoutError"), r.stdout
+    assert int(seconds) < 30
+    assert "timeout" in message.lower() or "timed out" in message.lower(), message
+
+
+def test_destroy_releases_and_reinit_works():
+    r = run_python("""
+        import gc, socket, weakref, datetime, torch, torch.distributed as dist
+        def port():
+            s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+        for i in range(2):
+            dist.init_process_group("neuron", init_method=f"tcp://127.0.0.1:{port()}", rank=0,
+                                    world_size=1, timeout=datetime.timedelta(seconds=10))
+            pg = dist.group.WORLD
+            sub = dist.new_group([0])
+            t = torch.ones(3, device="neuron")
+            dist.all_reduce(t, group=sub)
+            dist.destroy_process_group()
+            assert not dist.is_initialized() and pg._gloo is None and sub._gloo is None
+            ref = weakref.ref(pg); del pg, sub; gc.collect()
+            print("released" if ref() is None else "alive")
+    """, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["released", "released"]

@@ -1,0 +1,22 @@
+"""torch.distributed support for the neuron device: the c10d backend "neuron".
+
+`dist.init_process_group(backend="neuron")` creates a `ProcessGroupNeuron`,
+which moves the bytes of neuron tensors with gloo, working on CPU views of the
+same host memory (no staging copies). The same group accepts CPU tensors, so
+object collectives and CPU-offloaded state work with `backend="neuron"` alone.
+
+Importing this package is cheap: the process-group module loads on first use.
+"""
+from __future__ import annotations
+
+from ._registration import BACKEND_NAME, register_backend
+
+__all__ = ["BACKEND_NAME", "ProcessGroupNeuron", "register_backend"]
+
+
+def __getattr__(name: str):
+    if name == "ProcessGroupNeuron":
+        from .process_group import ProcessGroupNeuron
+
+        return ProcessGroupNeuron
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,36 @@
+"""Registers the c10d backend "neuron" with torch.distributed.
+
+Runs from `import torch` (autoload), so it only touches `torch.distributed`,
+which torch has already imported; gloo and the process group load lazily in
+the factory, when a group is created.
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import torch
+
+BACKEND_NAME = "neuron"
+
+
+def _create_process_group(store, rank: int, size: int, timeout: timedelta):
+    from .process_group import ProcessGroupNeuron
+
+    return ProcessGroupNeuron(store, rank, size, timeout)
+
+
+def register_backend() -> bool:
+    """Make `backend="neuron"` known to torch.distributed; returns False when this
+    torch build has no distributed support. Safe to call more than once."""
+    if not torch.distributed.is_available():
+        return False
+    dist = torch.distributed
+    if BACKEND_NAME.upper() in dist.Backend._plugins:
+        return True
+    # "cpu" is listed so that a group created with backend="neuron" alone (as
+    # accelerate and transformers do) is known to handle CPU tensors too; the
+    # default backend for plain CPU tensors stays gloo.
+    dist.Backend.register_backend(
+        BACKEND_NAME, _create_process_group, devices=["neuron", "cpu"]
+    )
+    return True

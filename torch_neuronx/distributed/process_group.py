@@ -1,0 +1,315 @@
+"""ProcessGroupNeuron: the c10d process group behind `backend="neuron"`.
+
+Every collective hands gloo (the proven transport, which also covers
+multi-node through the torchrun store) CPU views over the same host bytes as
+the neuron tensors, so results land in device memory without staging copies.
+CPU tensors pass through unchanged, which lets one group serve both devices.
+
+Method names follow both the Python names `torch.distributed` calls and the
+virtual methods the C++ trampoline forwards (DDP's reducer, functional
+collectives), including the torchcomms-style names of torch 2.13
+(`all_gather_single`, `reduce_scatter_single`, `*_coalesced`).
+"""
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import (
+    AllgatherOptions,
+    AllreduceCoalescedOptions,
+    AllreduceOptions,
+    AllToAllOptions,
+    BarrierOptions,
+    BroadcastOptions,
+    GatherOptions,
+    ReduceOptions,
+    ReduceScatterOptions,
+    ScatterOptions,
+)
+
+from . import _reduce_ops
+from ._host import host, host_list, host_lists
+from ._work import CompletedWork, NeuronWork
+from ._registration import BACKEND_NAME
+
+
+def _make_transport(store, rank: int, size: int, timeout: timedelta):
+    gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL: check op, shapes and dtypes across ranks
+    # before each collective, as torch does for its own backends.
+    if dist.get_debug_level() == dist.DebugLevel.DETAIL:
+        helper = dist.ProcessGroupGloo(dist.PrefixStore("neuron_debug/", store), rank, size, timeout)
+        gloo = dist.distributed_c10d._ProcessGroupWrapper(gloo, helper)
+    return gloo
+
+
+class ProcessGroupNeuron(dist.ProcessGroup):
+    def __init__(self, store, rank: int, size: int, timeout: timedelta):
+        # The (store, rank, size) constructor cannot build a Python subclass.
+        super().__init__(rank, size)
+        self._store = store
+        self._gloo = _make_transport(store, rank, size, timeout)
+        self._timeout = timeout
+        self._group_name = ""
+        self._group_desc = ""
+        self._coalesced: list | None = None
+
+    # ---- identity ---------------------------------------------------------
+    def getBackendName(self) -> str:  # noqa: N802 - C++ trampoline name
+        return BACKEND_NAME
+
+    def name(self) -> str:
+        return BACKEND_NAME
+
+    def _get_backend_name(self) -> str:
+        return BACKEND_NAME
+
+    def setGroupName(self, name: str) -> None:  # noqa: N802
+        self._group_name = name
+
+    def getGroupName(self) -> str:  # noqa: N802
+        return self._group_name
+
+    def _set_group_name(self, name: str) -> None:
+        self._group_name = name
+
+    def setGroupDesc(self, desc: str) -> None:  # noqa: N802
+        self._group_desc = desc
+
+    def getGroupDesc(self) -> str:  # noqa: N802
+        return self._group_desc
+
+    def _set_group_desc(self, desc: str) -> None:
+        self._group_desc = desc
+
+    @property
+    def group_name(self) -> str:
+        return self._group_name
+
+    @property
+    def group_desc(self) -> str:
+        return self._group_desc
+
+    @property
+    def _device_types(self) -> list[torch.device]:
+        return [torch.device(BACKEND_NAME), torch.device("cpu")]
+
+    def get_group_store(self):
+        return self._store
+
+    def _get_backend(self, device=None):
+        """The transport; torch asks it about splitting, coalescing, allocation."""
+        return self._gloo
+
+    def __repr__(self) -> str:
+        return (f"ProcessGroupNeuron(rank={self.rank()}, size={self.size()}, "
+                f"name={self._group_name!r})")
+
+    # ---- bookkeeping ------------------------------------------------------
+    def _work(self, works, result, finish=None, opts=None):
+        # A blocking call from torch.distributed (asyncOp False) only waits on
+        # the handle: hand back the transport's own work when nothing remains
+        # to be done after the transfer, and skip building a wrapper.
+        if (finish is None and opts is not None and not opts.asyncOp
+                and self._coalesced is None and len(works) == 1):
+            return works[0]
+        work = NeuronWork(works, result, finish)
+        if self._coalesced is not None:
+            self._coalesced.append(work)
+        return work
+
+    def _start_coalescing(self, device=None) -> None:
+        self._coalesced = []
+
+    def _end_coalescing(self, device=None) -> NeuronWork:
+        pending, self._coalesced = self._coalesced or [], None
+        return NeuronWork(pending, None)
+
+    def set_timeout(self, timeout: timedelta) -> None:
+        self._timeout = timeout
+        self._gloo.set_timeout(timeout)
+
+    def shutdown(self) -> None:
+        gloo, self._gloo = self._gloo, None
+        if gloo is not None and hasattr(gloo, "shutdown"):
+            gloo.shutdown()
+
+    def abort(self) -> None:
+        gloo, self._gloo = self._gloo, None
+        if gloo is not None:
+            gloo.abort()
+
+    # ---- reductions -------------------------------------------------------
+    def allreduce(self, tensors, opts=None):
+        opts = _options(opts, AllreduceOptions)
+        hosts = host_list(tensors)
+        finish = _reduce_ops.adapt(opts, self.size(), hosts)
+        return self._work((self._gloo.allreduce(hosts, opts),), tensors, finish, opts)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        opts = _options(opts, AllreduceCoalescedOptions)
+        hosts = host_list(tensors)
+        finish = _reduce_ops.adapt(opts, self.size(), hosts)
+        if len({(t.dtype, t.layout) for t in hosts}) <= 1:
+            works = (self._gloo.allreduce_coalesced(hosts, opts),)
+        else:  # gloo coalesces one dtype at a time
+            works = tuple(self._gloo.allreduce([t], _allreduce_opts(opts)) for t in hosts)
+        return self._work(works, tensors, finish)
+
+    def reduce(self, tensors, opts=None):
+        opts = _options(opts, ReduceOptions)
+        hosts = host_list(tensors)
+        finish = _reduce_ops.adapt(opts, self.size(), hosts)
+        if opts.rootRank != self.rank():
+            finish = None
+        return self._work((self._gloo.reduce(hosts, opts),), tensors, finish, opts)
+
+    def reduce_scatter(self, output_tensors, input_lists, opts=None):
+        opts = _options(opts, ReduceScatterOptions)
+        outs = host_list(output_tensors)
+        finish = _reduce_ops.adapt(opts, self.size(), outs)
+        work = self._gloo.reduce_scatter(outs, host_lists(input_lists), opts)
+        return self._work((work,), output_tensors, finish, opts)
+
+    def reduce_scatter_single(self, output, input, opts=None):
+        opts = _options(opts, ReduceScatterOptions)
+        out = host(output)
+        finish = _reduce_ops.adapt(opts, self.size(), [out])
+        work = self._gloo._reduce_scatter_base(out, host(input), opts)
+        return self._work((work,), [output], finish, opts)
+
+    _reduce_scatter_base = reduce_scatter_single
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        opts = _options(opts, ReduceScatterOptions)
+        outs = host_list(outputs)
+        finish = _reduce_ops.adapt(opts, self.size(), outs)
+        works = tuple(
+            self._gloo._reduce_scatter_base(o, i, _copy_rs_opts(opts))
+            for o, i in zip(outs, host_list(inputs))
+        )
+        return self._work(works, outputs, finish)
+
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
+
+    # ---- gathers and scatters ---------------------------------------------
+    def broadcast(self, tensors, opts=None):
+        opts = _options(opts, BroadcastOptions)
+        return self._work((self._gloo.broadcast(host_list(tensors), opts),), tensors, None, opts)
+
+    def allgather(self, output_lists, input_tensors, opts=None):
+        opts = _options(opts, AllgatherOptions)
+        work = self._gloo.allgather(host_lists(output_lists), host_list(input_tensors), opts)
+        return self._work((work,), output_lists, None, opts)
+
+    def all_gather_single(self, output, input, opts=None):
+        opts = _options(opts, AllgatherOptions)
+        work = self._gloo._allgather_base(host(output), host(input), opts)
+        return self._work((work,), [output], None, opts)
+
+    _allgather_base = all_gather_single
+
+    def allgather_coalesced(self, output_lists, input_tensors, opts=None):
+        opts = _options(opts, AllgatherOptions)
+        work = self._gloo.allgather_coalesced(host_lists(output_lists), host_list(input_tensors), opts)
+        return self._work((work,), output_lists, None, opts)
+
+    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        opts = _options(opts, AllgatherOptions)
+        works = tuple(
+            self._gloo._allgather_base(o, i, _copy_ag_opts(opts))
+            for o, i in zip(host_list(outputs), host_list(inputs))
+        )
+        return self._work(works, outputs)
+
+    allgather_into_tensor_coalesced = all_gather_single_coalesced
+
+    def gather(self, output_lists, input_tensors, opts=None):
+        opts = _options(opts, GatherOptions)
+        work = self._gloo.gather(host_lists(output_lists), host_list(input_tensors), opts)
+        return self._work((work,), output_lists, None, opts)
+
+    def scatter(self, output_tensors, input_lists, opts=None):
+        opts = _options(opts, ScatterOptions)
+        work = self._gloo.scatter(host_list(output_tensors), host_lists(input_lists), opts)
+        return self._work((work,), output_tensors, None, opts)
+
+    def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        opts = _options(opts, AllToAllOptions)
+        work = self._gloo.alltoall_base(host(output), host(input), list(output_split_sizes),
+                                        list(input_split_sizes), opts)
+        return self._work((work,), [output], None, opts)
+
+    alltoall_base = all_to_all_single
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        """List all_to_all through one flat all_to_all_single (gloo has no list form)."""
+        opts = _options(opts, AllToAllOptions)
+        ins = host_list(input_tensors)
+        outs = host_list(output_tensors)
+        dtype = ins[0].dtype
+        if any(t.dtype != dtype for t in ins + outs):
+            raise ValueError("all_to_all needs one dtype for every input and output tensor")
+        flat_in = torch.cat([t.reshape(-1) for t in ins]) if ins else torch.empty(0, dtype=dtype)
+        flat_out = torch.empty(sum(t.numel() for t in outs), dtype=dtype)
+        in_splits = [t.numel() for t in ins]
+        out_splits = [t.numel() for t in outs]
+        work = self._gloo.alltoall_base(flat_out, flat_in, out_splits, in_splits, opts)
+
+        def unpack() -> None:
+            for dst, src in zip(outs, flat_out.split(out_splits)):
+                dst.copy_(src.view(dst.shape))
+
+        return self._work((work,), output_tensors, unpack)
+
+    # ---- point to point and barriers --------------------------------------
+    def send(self, tensors, dst_rank: int, tag: int = 0):
+        return self._work((self._gloo.send(host_list(tensors), dst_rank, tag),), tensors)
+
+    def recv(self, tensors, src_rank: int, tag: int = 0):
+        return self._work((self._gloo.recv(host_list(tensors), src_rank, tag),), tensors)
+
+    def recv_anysource(self, tensors, tag: int = 0):
+        return self._work((self._gloo.recv_anysource(host_list(tensors), tag),), tensors)
+
+    def barrier(self, opts=None):
+        opts = _options(opts, BarrierOptions)
+        return self._work((self._gloo.barrier(opts),), None, None, opts)
+
+    def monitored_barrier(self, timeout=None, wait_all_ranks: bool = False) -> None:
+        self._gloo.monitored_barrier(timeout or self._timeout, wait_all_ranks)
+
+
+def _options(opts, cls):
+    if opts is None:
+        return cls()
+    if isinstance(opts, (dist.ReduceOp, dist.ReduceOp.RedOpType)):  # legacy (tensors, op) form
+        new = cls()
+        new.reduceOp = opts
+        return new
+    return opts
+
+
+def _allreduce_opts(coalesced) -> AllreduceOptions:
+    opts = AllreduceOptions()
+    opts.reduceOp = coalesced.reduceOp
+    opts.timeout = coalesced.timeout
+    return opts
+
+
+def _copy_rs_opts(opts) -> ReduceScatterOptions:
+    new = ReduceScatterOptions()
+    new.reduceOp = opts.reduceOp
+    new.timeout = opts.timeout
+    new.asyncOp = opts.asyncOp
+    return new
+
+
+def _copy_ag_opts(opts) -> AllgatherOptions:
+    new = AllgatherOptions()
+    new.timeout = opts.timeout
+    new.asyncOp = opts.asyncOp
+    return new
