@@ -27,7 +27,30 @@ def unregister_framework_handler(handler) -> None:
     _handlers[:] = [(p, h) for p, h in _handlers if h is not handler]
 
 
+_plugins_loaded = False
+
+
+def _load_framework_plugins() -> None:
+    """Frameworks announce their handlers through the `nki.framework_handlers`
+    entry-point group (torch-neuronx does); each is installed at the first
+    kernel call, so importing a framework never pays for nki and vice versa."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="nki.framework_handlers"):
+        try:
+            ep.load()()
+        except Exception as err:  # a broken plugin must not break kernels
+            import warnings
+
+            warnings.warn(f"nki: framework handler {ep.name!r} failed to load: {err}", stacklevel=3)
+
+
 def _find_handler(args, kwargs):
+    _load_framework_plugins()
     for pred, h in reversed(_handlers):
         for a in list(args) + list(kwargs.values()):
             try:

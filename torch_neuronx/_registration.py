@@ -54,19 +54,9 @@ def _register_device() -> None:
     # their worker threads from aborting the interpreter at exit.
     torch._C._set_multithreading_enabled(False)
     atexit.register(_C._drain_autograd_workers)
-    _install_nki_handler()
     from .distributed import register_backend as _register_c10d_backend
 
     _register_c10d_backend()  # c10d backend "neuron"; the process group loads lazily
-
-
-def _install_nki_handler() -> None:
-    """Let `@nki.jit` kernels take neuron tensors after a plain `import torch`."""
-    try:
-        from .nki_integration import install
-    except ImportError:  # the `nki` package is not importable: kernels stay numpy-only
-        return
-    install()
 
 
 def _install_unavailable_module() -> None:
