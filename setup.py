@@ -18,7 +18,7 @@ setup(
             name="torch_neuronx._C",
             sources=sorted(glob.glob("csrc/*.cpp")),
             include_dirs=[os.path.abspath("csrc")],
-            extra_compile_args=["-O2", "-std=c++17", "-Wno-unused-parameter"],
+            extra_compile_args=["-O2", "-g0", "-std=c++17", "-Wno-unused-parameter"],
         )
     ],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},

@@ -8,7 +8,8 @@ Four registries, all keyed by the device-type string:
 - the device op overrides the Python wrapper asks for (streams, guards);
 - a device post-grad pass whose `uuid()` is our backend version, so that the
   FX-graph and AOTAutograd caches never serve a program of an older backend.
-Then the CPU-alike adjustments (cpu_alike.py).
+Then the CPU-alike adjustments (cpu_alike.py) and the RNG higher-order ops
+that activation checkpointing uses inside graphs (rng_hops.py).
 
 `register()` is idempotent; after it, `backend="inductor"` also works on neuron inputs.
 """
@@ -246,7 +247,7 @@ def register() -> None:
         from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
         from torch._inductor.codegen.cpp import CppScheduling
 
-        from . import cpu_alike
+        from . import cpu_alike, rng_hops
 
         interface = _make_device_interface()
         register_interface_for_device(DEVICE, interface)
@@ -257,6 +258,7 @@ def register() -> None:
             DEVICE, CppScheduling, _make_wrapper_codegen(), device_custom_pass=_make_version_pass()
         )
         cpu_alike.apply()
+        rng_hops.register()
         _done = True
 
 
