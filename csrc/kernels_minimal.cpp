@@ -137,6 +137,19 @@ at::Tensor neuron_efficientzerotensor(c10::IntArrayRef size, std::optional<at::S
                                    std::nullopt);
 }
 
+// Integer histc, as CUDA offers it (transformers' grouped-mm MoE routing uses
+// it on every device but cpu/mps); the CPU kernel accepts floating types only,
+// so counts are taken in double (exact for any int32 and for int64 below 2^53).
+at::Tensor neuron_histc(const at::Tensor& self, int64_t bins, const at::Scalar& min,
+                        const at::Scalar& max) {
+  const at::Tensor host = cpu_alias(self);
+  if (!at::isIntegralType(self.scalar_type(), /*includeBool=*/true)) {
+    return adopt_host_result(at::histc(host, bins, min, max), self.device().index());
+  }
+  const at::Tensor counts = at::histc(host.to(at::kDouble), bins, min, max);
+  return adopt_host_result(counts.to(self.scalar_type()), self.device().index());
+}
+
 // Work is complete when issued (synchronous host execution): nothing to track.
 void neuron_record_stream(at::Tensor&, c10::Stream) {}
 
@@ -182,6 +195,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_local_scalar_dense", TORCH_FN(neuron_local_scalar_dense));
   m.impl("record_stream", TORCH_FN(neuron_record_stream));
   m.impl("_efficientzerotensor", TORCH_FN(neuron_efficientzerotensor));
+  m.impl("histc", TORCH_FN(neuron_histc));
 }
 
 // copy_ skips the conjugate/negative-bit fallbacks; _copy_from must too, or

@@ -57,6 +57,9 @@ def _register_device() -> None:
     from .distributed import register_backend as _register_c10d_backend
 
     _register_c10d_backend()  # c10d backend "neuron"; the process group loads lazily
+    from .integrations import install as _install_hf_adapters
+
+    _install_hf_adapters()  # post-import adapters for accelerate/transformers; imports nothing now
 
 
 def _install_unavailable_module() -> None:

@@ -165,3 +165,12 @@ def test_matmul_family_and_attention_have_direct_kernels():
     o.sum().backward()
     assert same(F.scaled_dot_product_attention(q, k, v), o)
     assert same(q.grad, qn.grad) and same(v.grad, vn.grad)
+
+
+def test_integer_histc_like_cuda():
+    x = torch.tensor([0, 1, 1, 3, 3, 3, 7], dtype=torch.int32)
+    out = torch.histc(x.neuron(), bins=8, min=0, max=7)
+    assert out.dtype == torch.int32 and out.is_neuron
+    assert out.cpu().tolist() == torch.histc(x.float(), bins=8, min=0, max=7).int().tolist()
+    f = torch.randn(100)
+    assert same(torch.histc(f, bins=10), torch.histc(f.neuron(), bins=10))
