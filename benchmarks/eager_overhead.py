@@ -212,9 +212,9 @@ def main(argv=None):
               f"{m['ratio']:>7.2f}x{m['kernels']:>6}{m['repeats']:>6}  {verdict}", flush=True)
     print("-" * len(header))
     print("kern: ops run by the host fallback per neuron call (explicit kernels such as empty "
-          "and copy_ are not counted);\nextra and ratio: medians of paired repeats. The neuron "
-          "backward runs on autograd's device worker thread\n(the CPU one runs inline), so each "
-          "backward() also pays a thread hand-off.")
+          "and copy_ are not counted);\nextra and ratio: medians of paired repeats. backward() runs "
+          "inline on the thread that imported torch,\nas on CPU (other threads use autograd's "
+          "per-device worker and pay a thread hand-off).")
     for case, m, _ in results:
         if case.target != "extra" and m["kernels"] > 1:
             print(f"  {case.name}: extra / fallback ops = {m['extra'] / m['kernels']:.2f} us "
