@@ -76,10 +76,7 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
 
 def _activation(dst, op, data, bias, scale, reduce_op, reduce_res, cmd, I):
     run = current(I)
-    C.tensor(dst, I, "dst")
-    C.tensor(data, I, "data")
-    C.on_chip(dst, I, "dst", "Scalar")
-    C.on_chip(data, I, "data", "Scalar")
+    C.on_chip_operands(I, "Scalar", dst=dst, data=data)
     o = _act_op(op, I)
     C.same_partitions(data, dst, I, "data", "dst")
     C.same_free(data, dst, I, "data", "dst")

@@ -104,10 +104,7 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     """
     I = "nisa.tensor_scalar"
     run = current(I)
-    C.tensor(dst, I, "dst")
-    C.tensor(data, I, "data")
-    C.on_chip(dst, I, "dst", "Vector")
-    C.on_chip(data, I, "data", "Vector")
+    C.on_chip_operands(I, "Vector", dst=dst, data=data)
     C.same_partitions(data, dst, I, "data", "dst")
     C.same_free(data, dst, I, "data", "dst")
     o0 = _op(op0, I, "op0")
@@ -192,10 +189,7 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None, 
     """dst = reduce(op) of data over trailing free axes ``axis`` (negated if ``negate``)."""
     I = "nisa.tensor_reduce"
     run = current(I)
-    C.tensor(dst, I, "dst")
-    C.tensor(data, I, "data")
-    C.on_chip(dst, I, "dst", "Vector")
-    C.on_chip(data, I, "data", "Vector")
+    C.on_chip_operands(I, "Vector", dst=dst, data=data)
     o = _op(op, I, kinds=("alu",))
     if o.reduce is None:
         raise_error("err_unsupported_op", f"{o!r} cannot be used as a reduction",
@@ -256,10 +250,7 @@ def reciprocal(dst, data, name=None, **kw):
     """dst = 1 / data (Vector engine)."""
     I = "nisa.reciprocal"
     run = current(I)
-    C.tensor(dst, I, "dst")
-    C.tensor(data, I, "data")
-    C.on_chip(dst, I, "dst", "Vector")
-    C.on_chip(data, I, "data", "Vector")
+    C.on_chip_operands(I, "Vector", dst=dst, data=data)
     C.same_partitions(data, dst, I, "data", "dst")
     C.same_free(data, dst, I, "data", "dst")
     if run.compute:
@@ -318,10 +309,7 @@ def bn_stats(dst, data, name=None, **kw):
     """
     I = "nisa.bn_stats"
     run = current(I)
-    C.tensor(dst, I, "dst")
-    C.tensor(data, I, "data")
-    C.on_chip(dst, I, "dst", "Vector")
-    C.on_chip(data, I, "data", "Vector")
+    C.on_chip_operands(I, "Vector", dst=dst, data=data)
     C.same_partitions(data, dst, I, "data", "dst")
     F = C.free_size(data)
     if F > 512:
@@ -350,10 +338,7 @@ def bn_aggr(dst, data, name=None, **kw):
     """Combine bn_stats results [P, 6*k] into (mean, variance) [P, 2]."""
     I = "nisa.bn_aggr"
     run = current(I)
-    C.tensor(dst, I, "dst")
-    C.tensor(data, I, "data")
-    C.on_chip(dst, I, "dst", "Vector")
-    C.on_chip(data, I, "data", "Vector")
+    C.on_chip_operands(I, "Vector", dst=dst, data=data)
     C.same_partitions(data, dst, I, "data", "dst")
     F = C.free_size(data)
     if F % 6 or C.free_size(dst) != 2:

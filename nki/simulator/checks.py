@@ -100,3 +100,12 @@ def pvector(x, instr: str, operand: str, parts: int):
         raise_error("err_num_partition_mismatch",
                     f"operand '{operand}' has {x.shape[0]} partitions but data has {parts}",
                     instruction=instr, operand=operand)
+
+
+def on_chip_operands(instr: str, engine: str, **operands) -> None:
+    """The operand checks every on-chip engine instruction starts with: each
+    operand is an NKI tensor and lives in SBUF/PSUM as `engine` requires."""
+    for name, x in operands.items():
+        tensor(x, instr, name)
+    for name, x in operands.items():
+        on_chip(x, instr, name, engine)
