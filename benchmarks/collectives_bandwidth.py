@@ -58,7 +58,7 @@ def _worker(rank, world, port, sizes, repeats, queue):
     rows = []
     for nbytes in sizes:
         numel = nbytes // 4
-        iters = max(3, min(100, (8 << 20) // nbytes))
+        iters = max(10, min(100, (8 << 20) // nbytes))  # >= 10 calls so one stall cannot decide a repeat
         for coll in ("all_reduce", "all_gather"):
             bufs = {}
             for side, device, group in (("neuron", dev, None), ("gloo", "cpu", gloo)):
@@ -114,7 +114,7 @@ def run(world: int, sizes, repeats: int) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ranks", type=int, nargs="*", default=[2, 4])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="1 KB, 64 KB, 4 MB only; 3 repeats")
     args = parser.parse_args()
     sizes = [1 << 10, 64 << 10, 4 << 20] if args.quick else SIZES
