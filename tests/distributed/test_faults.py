@@ -18,17 +18,66 @@ SHORT = timedelta(seconds=10)
 
 def _mismatch(rank, world):
     dev = torch.device("neuron", rank)
-    with pytest.raises(RuntimeError, match="mismatch between collectives"):
+    with pytest.raises(RuntimeError, match="mismatch between collectives") as shapes:
         dist.all_reduce(torch.ones(4 if rank == 0 else 8, device=dev))
-    with pytest.raises(RuntimeError, match="mismatch between collectives"):
+    with pytest.raises(RuntimeError, match="mismatch between collectives") as dtypes:
         dist.all_reduce(torch.ones(4, device=dev, dtype=torch.float32 if rank == 0 else torch.int32))
+    with pytest.raises(RuntimeError, match="mismatch between collectives"):
+        out = torch.empty(2 * (3 if rank == 0 else 5), device=dev)
+        dist.all_gather_into_tensor(out, torch.ones(3 if rank == 0 else 5, device=dev))
+    # the group is still usable: no data moved, nobody aborted
+    t = torch.full((3,), float(rank + 1), device=dev)
+    dist.all_reduce(t)
+    assert t.tolist() == [3.0, 3.0, 3.0]
+    return str(shapes.value), str(dtypes.value)
 
 
-def test_mismatched_shapes_and_dtypes_give_clear_error(monkeypatch):
-    # TORCH_DISTRIBUTED_DEBUG=DETAIL checks op, shapes and dtypes before each
-    # collective, as torch does for its own backends (spawned ranks inherit it).
+def _mismatch_default(rank, world):
+    shapes, dtypes = _mismatch(rank, world)
+    # our own check (default): names every rank's call
+    assert "rank 0: all_reduce(SUM) [float32[4]]" in shapes and "rank 1: all_reduce(SUM) [float32[8]]" in shapes
+    assert "rank 1: all_reduce(SUM) [int32[4]]" in dtypes
+    assert "TORCH_NEURONX_COLLECTIVE_CHECKS" in shapes
+
+
+def test_mismatched_shapes_and_dtypes_give_clear_error_by_default(monkeypatch):
+    # without any debug setting: gloo alone would abort the receiving rank
+    monkeypatch.delenv("TORCH_DISTRIBUTED_DEBUG", raising=False)
+    monkeypatch.delenv("TORCH_NEURONX_COLLECTIVE_CHECKS", raising=False)
+    run_ranks(_mismatch_default, 2, pg_timeout=SHORT)
+
+
+def _mismatch_after_many_calls(rank, world):
+    dev = torch.device("neuron", rank)
+    for _ in range(80):  # past the default budget of checked calls
+        dist.all_reduce(torch.ones(2, device=dev))
+    with pytest.raises(RuntimeError, match="mismatch between collectives"):
+        dist.broadcast(torch.ones(2 if rank == 0 else 3, device=dev), src=0)
+
+
+def test_collective_checks_all_checks_every_call(monkeypatch):
+    monkeypatch.setenv("TORCH_NEURONX_COLLECTIVE_CHECKS", "all")
+    run_ranks(_mismatch_after_many_calls, 2, pg_timeout=SHORT)
+
+
+def test_mismatched_shapes_and_dtypes_give_clear_error_with_debug_detail(monkeypatch):
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL: torch's own wrapper checks op, shapes and
+    # dtypes before each collective, as for its own backends (spawned ranks inherit it).
     monkeypatch.setenv("TORCH_DISTRIBUTED_DEBUG", "DETAIL")
     run_ranks(_mismatch, 2, pg_timeout=SHORT)
+
+
+def test_bad_collective_checks_value_names_the_variable():
+    r = run_python("""
+        import socket, datetime, torch, torch.distributed as dist
+        s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+        try:
+            dist.init_process_group("neuron", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1,
+                                    timeout=datetime.timedelta(seconds=5))
+        except Exception as e:
+            print("ERR", type(e).__name__, e)
+    """, env={"TORCH_NEURONX_COLLECTIVE_CHECKS": "sometimes"}, timeout=60)
+    assert "ERR ValueError TORCH_NEURONX_COLLECTIVE_CHECKS='sometimes' is not valid" in r.stdout, r.stdout + r.stderr
 
 
 def _dead_peer(rank, world):

@@ -94,6 +94,9 @@ def rank() -> int:
     return 0
 
 
+_warned_modes: set = set()
+
+
 @dataclass(frozen=True)
 class CompileOptions:
     fallback_execution: bool
@@ -113,7 +116,8 @@ class CompileOptions:
 
 def resolve(mode: str | None = None, options: dict | None = None) -> CompileOptions:
     """Merge torch.compile's mode/options with the environment; warn on what is ignored."""
-    if mode not in SUPPORTED_MODES:
+    if mode not in SUPPORTED_MODES and mode not in _warned_modes:
+        _warned_modes.add(mode)  # once per process, not once per graph (every graph resolves the options)
         warnings.warn(f"Neuron backend does not support mode={mode!r}, falling back to default mode",
                       UserWarning, stacklevel=3)
     options = dict(options or {})

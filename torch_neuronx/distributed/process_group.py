@@ -31,19 +31,23 @@ from torch._C._distributed_c10d import (
 )
 
 from . import _reduce_ops
+from ._collective_check import CollectiveChecker, checked_calls_from_env, describe, describe_list
 from ._host import host, host_list, host_lists
 from ._work import CompletedWork, NeuronWork
 from ._registration import BACKEND_NAME
 
 
 def _make_transport(store, rank: int, size: int, timeout: timedelta):
+    """gloo, and the checker of collective calls across ranks (see _collective_check)."""
+    checked_calls = checked_calls_from_env()  # a bad value fails before any connection is made
     gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
-    # TORCH_DISTRIBUTED_DEBUG=DETAIL: check op, shapes and dtypes across ranks
-    # before each collective, as torch does for its own backends.
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL: torch's own wrapper checks op, shapes and
+    # dtypes before each collective, as for its own backends; ours stands down.
     if dist.get_debug_level() == dist.DebugLevel.DETAIL:
         helper = dist.ProcessGroupGloo(dist.PrefixStore("neuron_debug/", store), rank, size, timeout)
         gloo = dist.distributed_c10d._ProcessGroupWrapper(gloo, helper)
-    return gloo
+        checked_calls = 0
+    return gloo, CollectiveChecker(gloo, rank, size, checked_calls)
 
 
 class ProcessGroupNeuron(dist.ProcessGroup):
@@ -51,7 +55,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         # The (store, rank, size) constructor cannot build a Python subclass.
         super().__init__(rank, size)
         self._store = store
-        self._gloo = _make_transport(store, rank, size, timeout)
+        self._gloo, self._checker = _make_transport(store, rank, size, timeout)
         self._timeout = timeout
         self._group_name = ""
         self._group_desc = ""
@@ -109,6 +113,11 @@ class ProcessGroupNeuron(dist.ProcessGroup):
                 f"name={self._group_name!r})")
 
     # ---- bookkeeping ------------------------------------------------------
+    def _verify(self, describe_call) -> None:
+        """Cross-rank check of this call, while checks last (`describe_call` builds its description)."""
+        if self._checker.wants_check():
+            self._checker.check(describe_call())
+
     def _work(self, works, result, finish=None, opts=None):
         # A blocking call from torch.distributed (asyncOp False) only waits on
         # the handle: hand back the transport's own work when nothing remains
@@ -145,12 +154,14 @@ class ProcessGroupNeuron(dist.ProcessGroup):
     # ---- reductions -------------------------------------------------------
     def allreduce(self, tensors, opts=None):
         opts = _options(opts, AllreduceOptions)
+        self._verify(lambda: f"all_reduce({_op(opts)}) {describe_list(tensors)}")
         hosts = host_list(tensors)
         finish = _reduce_ops.adapt(opts, self.size(), hosts)
         return self._work((self._gloo.allreduce(hosts, opts),), tensors, finish, opts)
 
     def allreduce_coalesced(self, tensors, opts=None):
         opts = _options(opts, AllreduceCoalescedOptions)
+        self._verify(lambda: f"all_reduce_coalesced({_op(opts)}) {describe_list(tensors)}")
         hosts = host_list(tensors)
         finish = _reduce_ops.adapt(opts, self.size(), hosts)
         if len({(t.dtype, t.layout) for t in hosts}) <= 1:
@@ -161,6 +172,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
 
     def reduce(self, tensors, opts=None):
         opts = _options(opts, ReduceOptions)
+        self._verify(lambda: f"reduce({_op(opts)}, root={opts.rootRank}) {describe_list(tensors)}")
         hosts = host_list(tensors)
         finish = _reduce_ops.adapt(opts, self.size(), hosts)
         if opts.rootRank != self.rank():
@@ -169,6 +181,8 @@ class ProcessGroupNeuron(dist.ProcessGroup):
 
     def reduce_scatter(self, output_tensors, input_lists, opts=None):
         opts = _options(opts, ReduceScatterOptions)
+        self._verify(lambda: f"reduce_scatter({_op(opts)}) {describe_list(output_tensors)} <- "
+                             f"{[describe_list(ts) for ts in input_lists]}")
         outs = host_list(output_tensors)
         finish = _reduce_ops.adapt(opts, self.size(), outs)
         work = self._gloo.reduce_scatter(outs, host_lists(input_lists), opts)
@@ -176,6 +190,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
 
     def reduce_scatter_single(self, output, input, opts=None):
         opts = _options(opts, ReduceScatterOptions)
+        self._verify(lambda: f"reduce_scatter_tensor({_op(opts)}) {describe(output)} <- {describe(input)}")
         out = host(output)
         finish = _reduce_ops.adapt(opts, self.size(), [out])
         work = self._gloo._reduce_scatter_base(out, host(input), opts)
@@ -185,6 +200,8 @@ class ProcessGroupNeuron(dist.ProcessGroup):
 
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
         opts = _options(opts, ReduceScatterOptions)
+        self._verify(lambda: f"reduce_scatter_tensor_coalesced({_op(opts)}) {describe_list(outputs)} <- "
+                             f"{describe_list(inputs)}")
         outs = host_list(outputs)
         finish = _reduce_ops.adapt(opts, self.size(), outs)
         works = tuple(
@@ -198,15 +215,19 @@ class ProcessGroupNeuron(dist.ProcessGroup):
     # ---- gathers and scatters ---------------------------------------------
     def broadcast(self, tensors, opts=None):
         opts = _options(opts, BroadcastOptions)
+        self._verify(lambda: f"broadcast(root={opts.rootRank}) {describe_list(tensors)}")
         return self._work((self._gloo.broadcast(host_list(tensors), opts),), tensors, None, opts)
 
     def allgather(self, output_lists, input_tensors, opts=None):
         opts = _options(opts, AllgatherOptions)
+        self._verify(lambda: f"all_gather {[describe_list(ts) for ts in output_lists]} <- "
+                             f"{describe_list(input_tensors)}")
         work = self._gloo.allgather(host_lists(output_lists), host_list(input_tensors), opts)
         return self._work((work,), output_lists, None, opts)
 
     def all_gather_single(self, output, input, opts=None):
         opts = _options(opts, AllgatherOptions)
+        self._verify(lambda: f"all_gather_into_tensor {describe(output)} <- {describe(input)}")
         work = self._gloo._allgather_base(host(output), host(input), opts)
         return self._work((work,), [output], None, opts)
 
@@ -214,11 +235,14 @@ class ProcessGroupNeuron(dist.ProcessGroup):
 
     def allgather_coalesced(self, output_lists, input_tensors, opts=None):
         opts = _options(opts, AllgatherOptions)
+        self._verify(lambda: f"all_gather_coalesced {[describe_list(ts) for ts in output_lists]} <- "
+                             f"{describe_list(input_tensors)}")
         work = self._gloo.allgather_coalesced(host_lists(output_lists), host_list(input_tensors), opts)
         return self._work((work,), output_lists, None, opts)
 
     def all_gather_single_coalesced(self, outputs, inputs, opts=None):
         opts = _options(opts, AllgatherOptions)
+        self._verify(lambda: f"all_gather_into_tensor_coalesced {describe_list(outputs)} <- {describe_list(inputs)}")
         works = tuple(
             self._gloo._allgather_base(o, i, _copy_ag_opts(opts))
             for o, i in zip(host_list(outputs), host_list(inputs))
@@ -229,16 +253,20 @@ class ProcessGroupNeuron(dist.ProcessGroup):
 
     def gather(self, output_lists, input_tensors, opts=None):
         opts = _options(opts, GatherOptions)
+        self._verify(lambda: f"gather(root={opts.rootRank}) {describe_list(input_tensors)}")
         work = self._gloo.gather(host_lists(output_lists), host_list(input_tensors), opts)
         return self._work((work,), output_lists, None, opts)
 
     def scatter(self, output_tensors, input_lists, opts=None):
         opts = _options(opts, ScatterOptions)
+        self._verify(lambda: f"scatter(root={opts.rootRank}) {describe_list(output_tensors)}")
         work = self._gloo.scatter(host_list(output_tensors), host_lists(input_lists), opts)
         return self._work((work,), output_tensors, None, opts)
 
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         opts = _options(opts, AllToAllOptions)
+        # uneven splits let sizes differ across ranks; the dtype and the row shape must agree
+        self._verify(lambda: f"all_to_all_single {_rows(output)} <- {_rows(input)}")
         work = self._gloo.alltoall_base(host(output), host(input), list(output_split_sizes),
                                         list(input_split_sizes), opts)
         return self._work((work,), [output], None, opts)
@@ -248,6 +276,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
     def alltoall(self, output_tensors, input_tensors, opts=None):
         """List all_to_all through one flat all_to_all_single (gloo has no list form)."""
         opts = _options(opts, AllToAllOptions)
+        self._verify(lambda: f"all_to_all {len(output_tensors)} outputs <- {len(input_tensors)} inputs")
         ins = host_list(input_tensors)
         outs = host_list(output_tensors)
         dtype = ins[0].dtype
@@ -277,6 +306,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
 
     def barrier(self, opts=None):
         opts = _options(opts, BarrierOptions)
+        self._verify(lambda: "barrier")
         return self._work((self._gloo.barrier(opts),), None, None, opts)
 
     def monitored_barrier(self, timeout=None, wait_all_ranks: bool = False) -> None:
@@ -291,6 +321,16 @@ def _options(opts, cls):
         new.reduceOp = opts
         return new
     return opts
+
+
+def _op(opts) -> str:
+    op = opts.reduceOp
+    return str(getattr(op, "op", op)).replace("RedOpType.", "").replace("ReduceOp.", "")
+
+
+def _rows(t: torch.Tensor) -> str:
+    """dtype and shape past the first dimension (what all_to_all_single splits on)."""
+    return f"{str(t.dtype).replace('torch.', '')}[*, {', '.join(map(str, t.shape[1:]))}]"
 
 
 def _allreduce_opts(coalesced) -> AllreduceOptions:
