@@ -150,13 +150,19 @@ class NeuronAllocator final : public c10::DeviceAllocator {
     const int64_t in_use = s.reserved_bytes[0].current;
     if (in_use + static_cast<int64_t>(nbytes) > capacity) {
       s.num_ooms += 1;
+      // The text names every setting that changes the outcome: a model that does not fit one core
+      // is the usual cause, and the user must learn which setting to change without reading this file.
       TORCH_CHECK_WITH(
           OutOfMemoryError, false, "Neuron out of memory. Tried to allocate ",
           format_bytes(nbytes), " (", nbytes, " bytes) on neuron:", int(device), ". ",
           "The logical NeuronCore has ", format_bytes(capacity), " (", capacity,
           " bytes) of HBM and ", format_bytes(in_use), " (", in_use,
-          " bytes) are in use by tensors. Free tensors (del + gc), use a smaller batch or "
-          "model shard, or raise the limit with TORCH_NEURONX_HBM_BYTES_PER_CORE.");
+          " bytes) are in use by tensors. To make it fit: shard the model over more NeuronCores "
+          "under torchrun (transformers DistributedConfig(tp_size, fsdp_size); TP_SIZE x FSDP_SIZE "
+          "in the SFT example), use a smaller batch or max_length, use bfloat16, or free tensors "
+          "(del + gc). The HBM per core follows TORCH_NEURONX_INSTANCE_TYPE and "
+          "NEURON_LOGICAL_NC_CONFIG (LNC=2 gives a logical core two physical cores' HBM); "
+          "TORCH_NEURONX_HBM_BYTES_PER_CORE overrides it.");
     }
     const size_t pool = nbytes < kSmallPoolLimit ? 1 : 2;
     for (size_t idx : {size_t(0), pool}) {

@@ -95,13 +95,59 @@ def test_resume_from_checkpoint_continues_with_same_losses(neuron_fp32, assets, 
     assert max_diff(resumed["losses"][2:], ref["losses"][2:]) <= 1e-5, (resumed["losses"], ref["losses"])
 
 
-@pytest.mark.xfail(strict=True, reason="transformers Trainer._save_rng_state/_load_rng_state know cuda, xla, npu, "
-                   "hpu, mlu, musa but not neuron (accelerate's save_state does save torch_neuron_manual_seed)")
 def test_trainer_checkpoint_has_neuron_rng_state(neuron_fp32):
+    """The SFT run's Trainer checkpoint carries the neuron generators' states (trainer_rng adapter)."""
     import torch
 
     rng = torch.load(os.path.join(neuron_fp32[0], "checkpoint-2", "rng_state.pth"), weights_only=False)
     assert "neuron" in rng, sorted(rng)
+    states = rng["neuron"]
+    assert len(states) == torch.neuron.device_count(), len(states)
+    assert all(isinstance(s, torch.Tensor) and s.dtype == torch.uint8 and s.numel() > 0 for s in states)
+
+
+_RNG_ROUND_TRIP = r"""
+import json, os, sys, torch
+from transformers import Trainer, TrainingArguments
+
+out = sys.argv[1]
+n = torch.neuron.device_count()
+def draws():
+    return [torch.rand(6, device=f"neuron:{i}").cpu() for i in range(n)]
+
+trainer = Trainer(model=torch.nn.Linear(4, 4), args=TrainingArguments(output_dir=out, report_to="none"))
+assert trainer.args.device.type == "neuron", trainer.args.device
+torch.neuron.manual_seed_all(1234)
+draws()                                   # move the generators away from a plain seed
+trainer._save_rng_state(out)
+after_save = draws()
+torch.neuron.manual_seed_all(999)
+other = draws()                           # what the generators would give without a restore
+trainer._load_rng_state(out)
+after_load = draws()
+
+cpu_out = os.path.join(out, "cpu")
+cpu_trainer = Trainer(model=torch.nn.Linear(4, 4),
+                      args=TrainingArguments(output_dir=cpu_out, report_to="none", use_cpu=True))
+cpu_trainer._save_rng_state(cpu_out)
+print(json.dumps({
+    "restored": all(torch.equal(a, b) for a, b in zip(after_save, after_load)),
+    "control_differs": not any(torch.equal(a, b) for a, b in zip(after_save, other)),
+    "cpu_keys": sorted(torch.load(os.path.join(cpu_out, "rng_state.pth"), weights_only=False)),
+}))
+"""
+
+
+def test_trainer_rng_state_round_trip_restores_neuron_generators(tmp_path):
+    """A real Trainer on neuron: _load_rng_state after a reseed makes every NeuronCore's generator draw
+    exactly what it drew right after _save_rng_state; a CPU Trainer's checkpoint gets no neuron entry."""
+    proc = subprocess.run([sys.executable, "-c", _RNG_ROUND_TRIP, str(tmp_path)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["control_differs"], result  # a reseed alone would not reproduce the draws
+    assert result["restored"], result
+    assert "neuron" not in result["cpu_keys"] and "cpu" in result["cpu_keys"], result
 
 
 def test_bf16_accepted_without_use_cpu_and_matches_cpu(assets, sft_root):

@@ -33,12 +33,18 @@ class StageError(Exception):
         self.stage, self.exc = stage, exc
 
 
+_stage_seconds: dict = {}  # per stage of the current architecture: where the sweep's time goes
+
+
 def _stage(name: str, fn, *args, **kwargs):
     _send(STAGE_PREFIX, name)
+    t0 = time.perf_counter()
     try:
         return fn(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - every failure is a result
         raise StageError(name, exc) from exc
+    finally:
+        _stage_seconds[name] = round(time.perf_counter() - t0, 2)
 
 
 def _build(model_type: str):
@@ -126,6 +132,7 @@ def run_one(model_type: str, compile_static: bool = True) -> dict:
     from torch_neuronx.compiler import metrics
 
     torch._dynamo.reset()
+    _stage_seconds.clear()
     r: dict = {"arch": model_type, "cpu": {}, "neuron": {}}
     t0 = time.perf_counter()
     try:
@@ -185,6 +192,7 @@ def run_one(model_type: str, compile_static: bool = True) -> dict:
         r["error"] = str(e.exc)[:500]
         r["traceback_tail"] = "".join(traceback.format_exception(e.exc)[-3:])[-800:]
     r["seconds"] = round(time.perf_counter() - t0, 2)
+    r["stage_seconds"] = dict(_stage_seconds)
     return r
 
 

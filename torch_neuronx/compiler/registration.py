@@ -247,7 +247,7 @@ def register() -> None:
         from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
         from torch._inductor.codegen.cpp import CppScheduling
 
-        from . import cpu_alike, rng_hops
+        from . import cpu_alike, fake_conv, rng_hops
 
         interface = _make_device_interface()
         register_interface_for_device(DEVICE, interface)
@@ -259,6 +259,7 @@ def register() -> None:
         )
         cpu_alike.apply()
         rng_hops.register()
+        fake_conv.install()  # fake conv strides on neuron = eager (CPU kernel) strides
         _done = True
 
 

@@ -9,6 +9,7 @@ behaviour when the model or the accelerator is neuron.
 |---|---|---|
 | `accelerate_memory` | `accelerate.utils.modeling.get_max_memory` | `device_map="auto"` must see the NeuronCores |
 | `generation_compile` | `GenerationMixin._valid_auto_compile_criteria` | say why the decode step is not compiled |
+| `trainer_rng` | `Trainer._save_rng_state` / `_load_rng_state` | checkpoints save and resume the neuron RNG state |
 """
 from __future__ import annotations
 
@@ -32,5 +33,11 @@ def install() -> None:
 
         generation_compile.patch(module)
 
+    def _trainer(module):
+        from . import trainer_rng
+
+        trainer_rng.patch(module)
+
     _post_import.when_imported("accelerate.utils.modeling", _accelerate)
     _post_import.when_imported("transformers.generation.utils", _generation)
+    _post_import.when_imported("transformers.trainer", _trainer)

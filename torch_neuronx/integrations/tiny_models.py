@@ -84,6 +84,8 @@ _TINY = {
     "rope_scaling": None,
     "hidden_size_per_layer_input": 16, "vocab_size_per_layer_input": None, "laurel_rank": 8,
     "num_kv_shared_layers": 0,
+    # sizes that __init__ derives from the full hidden size and that setattr does not recompute
+    "rotary_dim": 8, "attention_hidden_size": 64, "mamba_d_ssm": 128, "embedding_dim": 64,
     # hybrid layouts given as period/offset (Jamba): layer 1 of 2 is attention, odd layers are MoE
     "attn_layer_period": 2, "attn_layer_offset": 1, "expert_layer_period": 2, "expert_layer_offset": 1,
 }
@@ -115,7 +117,12 @@ def shrink_config(config, vocab_size: int = 320, num_layers: int = 2, seed_attrs
     `seed_attrs` overrides the tiny values.
     """
     config = copy.deepcopy(config)
-    tiny = dict(_TINY, num_hidden_layers=num_layers, vocab_size=vocab_size, **(seed_attrs or {}))
+    # `seed_attrs` may name the layer count or vocabulary itself (build_tiny_model(..., num_hidden_layers=3)):
+    # it then wins over the arguments, and the layer count also decides which layers are kept below
+    seed = dict(seed_attrs or {})
+    num_layers = seed.pop("num_hidden_layers", num_layers)
+    vocab_size = seed.pop("vocab_size", vocab_size)
+    tiny = {**_TINY, "num_hidden_layers": num_layers, "vocab_size": vocab_size, **seed}
     old_layers = getattr(config, "num_hidden_layers", None)
     # per-layer lists first: they decide how many layers are kept
     keep = None
@@ -162,10 +169,21 @@ def shrink_config(config, vocab_size: int = 320, num_layers: int = 2, seed_attrs
                 setattr(config, name, "".join(value[i] for i in keep))
     attrs = vars(config)
     if "qk_rope_head_dim" in attrs and "qk_nope_head_dim" in attrs:  # multi-head latent attention
+        if "num_key_value_heads" in attrs and "num_attention_heads" in attrs and "num_key_value_heads" not in seed:
+            # MLA caches keys and values expanded to every attention head (the real configs set
+            # num_key_value_heads == num_attention_heads); a GQA-sized cache breaks the static cache.
+            # vars(): per-layer (heterogeneous) configs refuse the attribute read
+            try:
+                config.num_key_value_heads = attrs["num_attention_heads"]
+            except Exception:  # a config validating on setattr keeps its value
+                pass
         if "qk_head_dim" in attrs:
             config.qk_head_dim = config.qk_rope_head_dim + config.qk_nope_head_dim
         if "head_dim" in attrs:
             config.head_dim = config.qk_rope_head_dim  # rotary embedding size, as DeepseekV3Config sets it
+    if all(k in attrs for k in ("expand", "num_heads", "head_dim", "hidden_size")) and "num_heads" not in seed:
+        # Mamba-2 splits its expanded inner size into heads: num_heads * head_dim must equal it
+        config.num_heads = attrs["expand"] * attrs["hidden_size"] // attrs["head_dim"]
     if "attn_layer_indices" in vars(config) and not config.attn_layer_indices:
         config.attn_layer_indices = [tiny["num_hidden_layers"] - 1]  # a hybrid needs one attention layer
     for name, value in list(vars(config).items()):
