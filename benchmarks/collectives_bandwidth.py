@@ -76,7 +76,8 @@ def _worker(rank, world, port, sizes, repeats, queue):
                 bufs[side] = fn
                 fn()  # warm-up
             times = {"neuron": [], "gloo": []}
-            for _ in range(repeats):
+            # small messages are cheap and the noisiest (scheduler latency): twice the repeats
+            for _ in range(repeats * 2 if nbytes <= 1 << 20 else repeats):
                 dist.barrier(group=gloo)
                 per_call = _paired_times(bufs, iters)
                 # every rank needs the slowest rank's figure for a fair ratio
