@@ -80,14 +80,8 @@ CPU_NONDETERMINISTIC: set[str] = set()
 
 _SPARSE = ("sparse results: the neuron device supports strided tensors only (the fallback "
            "raises a clear error naming the op); SparsePrivateUse1 is unsupported")
-_LCE = ("Python-level device table: LinearCrossEntropyOptions._adjust/_resolve_auto_acc_dtype "
-        "pick fp32 accumulation and the 'accurate' policy for ('cpu', bf16/fp16) only, so "
-        "neuron accumulates in bf16")
-
 KNOWN_FAILURES: dict[str, str] = {
     "to_sparse": _SPARSE,
-    "nn.functional.linear_cross_entropy.chunked": _LCE,
-    "nn.functional.linear_cross_entropy.chunked_none": _LCE,
 }
 KNOWN_BACKWARD_FAILURES: dict[str, str] = {
     "to_sparse": _SPARSE,

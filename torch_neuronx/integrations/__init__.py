@@ -1,4 +1,4 @@
-"""Adapters at the seams where Hugging Face libraries do not know the neuron device yet, plus offline
+"""Adapters at the seams where Hugging Face libraries (and a few torch tables) do not know the neuron device yet, plus offline
 tiny models (`tiny_models`) for examples, tests and the compatibility sweep.
 
 `install()` is called once when the neuron device registers (at `import torch`). It imports nothing: each
@@ -10,10 +10,27 @@ behaviour when the model or the accelerator is neuron.
 | `accelerate_memory` | `accelerate.utils.modeling.get_max_memory` | `device_map="auto"` must see the NeuronCores |
 | `generation_compile` | `GenerationMixin._valid_auto_compile_criteria` | say why the decode step is not compiled |
 | `trainer_rng` | `Trainer._save_rng_state` / `_load_rng_state` | checkpoints save and resume the neuron RNG state |
+| `linear_cross_entropy` | torch's `LinearCrossEntropyOptions` device table | bf16/fp16 accumulate in fp32 as on CPU |
 """
 from __future__ import annotations
 
+import importlib
+
+# module whose import triggers the adapter -> the adapter module here (each has `patch(module)`)
+_ADAPTERS = {
+    "accelerate.utils.modeling": "accelerate_memory",
+    "transformers.generation.utils": "generation_compile",
+    "transformers.trainer": "trainer_rng",
+    "torch.nn.modules.linear_cross_entropy_options": "linear_cross_entropy",
+}
 _installed = False
+
+
+def _adapter(name: str):
+    def hook(module) -> None:
+        importlib.import_module(f"{__name__}.{name}").patch(module)
+
+    return hook
 
 
 def install() -> None:
@@ -23,21 +40,5 @@ def install() -> None:
     _installed = True
     from . import _post_import
 
-    def _accelerate(module):
-        from . import accelerate_memory
-
-        accelerate_memory.patch(module)
-
-    def _generation(module):
-        from . import generation_compile
-
-        generation_compile.patch(module)
-
-    def _trainer(module):
-        from . import trainer_rng
-
-        trainer_rng.patch(module)
-
-    _post_import.when_imported("accelerate.utils.modeling", _accelerate)
-    _post_import.when_imported("transformers.generation.utils", _generation)
-    _post_import.when_imported("transformers.trainer", _trainer)
+    for target, adapter in _ADAPTERS.items():
+        _post_import.when_imported(target, _adapter(adapter))
