@@ -75,3 +75,33 @@ def test_dropout_and_fork_rng():
         torch.rand(5, device="neuron")
     torch.manual_seed(0)
     assert torch.equal(d1, F.dropout(torch.ones(1000, device="neuron"), 0.3))
+
+
+def test_dropout_draws_from_the_neuron_generator():
+    # dropout on neuron takes the fused native_dropout (as on CUDA), whose CPU kernel
+    # has no generator argument: the neuron RNG state alone must decide the mask
+    x = torch.ones(64, 8, device="neuron")
+    state = torch.neuron.get_rng_state()
+    cpu_state = torch.get_rng_state()
+    a = F.dropout(x, 0.5)
+    torch.rand(3)  # moves the CPU generator only
+    torch.neuron.set_rng_state(state)
+    assert torch.equal(a, F.dropout(x, 0.5))
+    torch.set_rng_state(cpu_state)
+    torch.neuron.manual_seed(123)
+    assert not torch.equal(a, F.dropout(x, 0.5))  # and a new neuron seed changes it
+
+
+def test_native_dropout_matches_cpu_semantics():
+    x = torch.randn(6, 5).t()  # transposed: the mask keeps the input's layout
+    x_dev = x.to("neuron")
+    torch.manual_seed(3)
+    cpu = torch.native_dropout(x, 0.3, True)
+    torch.manual_seed(3)  # same seed, same first draw on both devices
+    dev = torch.native_dropout(x_dev, 0.3, True)
+    for c, d in zip(cpu, dev):
+        assert d.device.type == "neuron" and d.dtype == c.dtype and d.stride() == c.stride()
+        assert torch.equal(c, d.cpu())
+    out, mask = torch.native_dropout(torch.ones(4, device="neuron"), 0.3, False)
+    assert torch.equal(out.cpu(), torch.ones(4)) and mask.dtype == torch.bool and bool(mask.all())
+    assert F.dropout(torch.ones(4, device="neuron"), 1.0).abs().sum().item() == 0

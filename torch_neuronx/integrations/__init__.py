@@ -11,6 +11,9 @@ behaviour when the model or the accelerator is neuron.
 | `generation_compile` | `GenerationMixin._valid_auto_compile_criteria` | say why the decode step is not compiled |
 | `trainer_rng` | `Trainer._save_rng_state` / `_load_rng_state` | checkpoints save and resume the neuron RNG state |
 | `linear_cross_entropy` | torch's `LinearCrossEntropyOptions` device table | bf16/fp16 accumulate in fp32 as on CPU |
+| `accelerate_prepare` | `Accelerator.prepare` | an optimizer built before prepare follows the model to neuron |
+| `safetensors_load` | `safetensors.torch.load_file` | `device="neuron:N"` (accelerate `load_state`) loads |
+| `accelerate_state` | `PartialState.__init__` | a launched rank with misconfigured cores stops instead of training alone on CPU |
 """
 from __future__ import annotations
 
@@ -21,6 +24,9 @@ _ADAPTERS = {
     "accelerate.utils.modeling": "accelerate_memory",
     "transformers.generation.utils": "generation_compile",
     "transformers.trainer": "trainer_rng",
+    "accelerate.accelerator": "accelerate_prepare",
+    "safetensors.torch": "safetensors_load",
+    "accelerate.state": "accelerate_state",
     "torch.nn.modules.linear_cross_entropy_options": "linear_cross_entropy",
 }
 _installed = False
