@@ -40,3 +40,25 @@ def test_layer_count_and_vocab_given_as_overrides(tmp_path):
     path = build_tiny_model(tmp_path / "tiny-qwen2", model_type="qwen2", num_hidden_layers=3)
     model = AutoModelForCausalLM.from_pretrained(path)
     assert model.config.num_hidden_layers == 3 and len(model.model.layers) == 3
+
+
+def test_derived_sizes_are_consistent_so_the_cpu_reference_runs():
+    # sizes the config's __init__ derives from the full hidden size must follow the tiny one; otherwise
+    # these architectures fail on CPU and drop out of the compat sweep's denominator
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    mamba2 = shrink_config(AutoConfig.for_model("mamba2"))
+    assert mamba2.num_heads * mamba2.head_dim == mamba2.expand * mamba2.hidden_size
+    gptj = shrink_config(AutoConfig.for_model("gptj"))
+    assert gptj.rotary_dim <= gptj.n_embd // gptj.n_head
+    # multi-head latent attention caches every head: a GQA-sized static cache used to fail with
+    # "The size of tensor a (2) must match the size of tensor b (4)"
+    deepseek = shrink_config(AutoConfig.for_model("deepseek_v3"), vocab_size=256)
+    assert deepseek.num_key_value_heads == deepseek.num_attention_heads == 4
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(deepseek).eval()
+    ids = torch.randint(3, 256, (1, 6))
+    out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=3, do_sample=False,
+                         cache_implementation="static", pad_token_id=0)
+    assert out.shape == (1, 9)

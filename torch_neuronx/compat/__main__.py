@@ -33,7 +33,7 @@ def main(argv=None) -> int:
                    help="report path without extension (.md and .json are written)")
     p.add_argument("--cache-dir", help="compile cache folder (default: a fresh temporary one, i.e. a cold run)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per worker")
-    p.add_argument("--recycle", type=int, default=30, help="restart a worker after this many architectures")
+    p.add_argument("--recycle", type=int, default=50, help="restart a worker after this many architectures")
     args = p.parse_args(argv)
 
     archs = _archs(args.archs)

@@ -145,6 +145,12 @@ def to_markdown(results: list[dict], summary: dict, meta: dict) -> str:
     lines += ["", "## Neuron failures, grouped by error", "", "| count | error | architectures |", "|---|---|---|"]
     for key, archs in sorted(groups.items(), key=lambda kv: -len(kv[1])):
         lines.append(f"| {len(archs)} | {key} | {', '.join(archs)} |")
+    slowest = sorted(results, key=lambda r: -(r.get("seconds") or 0))[:10]
+    lines += ["", "## Slowest architectures (where the wall time goes)", "",
+              "| architecture | s | seconds per stage |", "|---|---|---|"]
+    for r in slowest:
+        stages = ", ".join(f"{k} {v:.1f}" for k, v in (r.get("stage_seconds") or {}).items() if v >= 0.5)
+        lines.append(f"| {r['arch']} | {r.get('seconds', 0):.1f} | {stages} |")
     lines += ["", "## Failing on CPU (not counted)", "", "| architecture | stage | error |", "|---|---|---|"]
     for r in failing_cpu:
         msg = (r.get("error") or "").replace("|", "\\|").replace("\n", " ")[:160]

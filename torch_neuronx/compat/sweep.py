@@ -82,8 +82,35 @@ def _worker_env(cache_dir: str | None, threads: int) -> dict:
     return env
 
 
+def _share_vec_isa_probe(env: dict) -> None:
+    """Probe Inductor's C++ vector ISAs once here instead of in every worker.
+
+    Each fresh process that compiles for neuron (Inductor's C++ codegen) first builds and dlopens a test
+    program per ISA the CPU advertises: ~20-45 s of a loaded core per worker start. The probe runs in a
+    thread of the sweep (in parallel with the first workers); if the compiler builds every advertised ISA,
+    workers started afterwards get TORCHINDUCTOR_VEC_ISA_OK=1 and pick exactly the ISA they would have
+    probed. If any advertised ISA fails, nothing changes and workers keep probing for themselves.
+    """
+    if "TORCHINDUCTOR_VEC_ISA_OK" in env:
+        return
+    try:
+        import platform
+
+        from torch._inductor import cpu_vec_isa
+
+        if platform.machine() not in ("x86_64", "AMD64"):
+            return
+        flags = cpu_vec_isa.x86_isa_checker()
+        advertised = [isa for isa in cpu_vec_isa.supported_vec_isa_list
+                      if all(f in flags for f in str(isa).split())]
+        if advertised and [str(i) for i in cpu_vec_isa.valid_vec_isa_list()] == [str(i) for i in advertised]:
+            env["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
+    except Exception:  # noqa: BLE001 - an optimisation only: workers probe themselves
+        pass
+
+
 def run_sweep(archs: list[str], workers: int = 2, timeout: float = 300.0, compile_static: bool = True,
-              cache_dir: str | None = None, log_dir: str = ".", recycle: int = 30, threads: int = 1,
+              cache_dir: str | None = None, log_dir: str = ".", recycle: int = 50, threads: int = 1,
               progress=None) -> tuple[list[dict], dict]:
     """Run every architecture; returns (results in input order, run statistics)."""
     tasks: queue.Queue = queue.Queue()
@@ -94,6 +121,7 @@ def run_sweep(archs: list[str], workers: int = 2, timeout: float = 300.0, compil
     lock = threading.Lock()
     env = _worker_env(cache_dir, threads)
     os.makedirs(log_dir, exist_ok=True)
+    threading.Thread(target=_share_vec_isa_probe, args=(env,), daemon=True).start()
 
     def slot(k: int):
         worker = None
@@ -105,7 +133,7 @@ def run_sweep(archs: list[str], workers: int = 2, timeout: float = 300.0, compil
             if worker is None or worker.done >= recycle:
                 if worker is not None:
                     worker.stop()
-                worker = _Worker(env, os.path.join(log_dir, f"worker{k}.log"))
+                worker = _Worker(dict(env), os.path.join(log_dir, f"worker{k}.log"))
                 with lock:
                     stats["workers_started"] += 1
                 status, _ = worker.wait_for(STAGE_PREFIX, time.monotonic() + STARTUP_TIMEOUT)
