@@ -8,7 +8,7 @@ CPU; a `max_memory` naming a NeuronCore that does not exist raises with the devi
 """
 from __future__ import annotations
 
-import functools
+from ._wrap import wrap_once
 
 
 def _neuron_is_accelerator() -> bool:
@@ -52,17 +52,18 @@ def _neuron_max_memory(max_memory, original):
 def patch(module) -> None:
     """Wrap `accelerate.utils.modeling.get_max_memory` (before `accelerate.utils` re-exports it)."""
     original = module.get_max_memory
-    if getattr(original, "_torch_neuronx", False):
+
+    def make(original):
+        def get_max_memory(max_memory=None):
+            if _neuron_is_accelerator():
+                return _neuron_max_memory(max_memory, original)
+            return original(max_memory)
+
+        return get_max_memory
+
+    get_max_memory = wrap_once(module, "get_max_memory", make)
+    if get_max_memory is None:
         return
-
-    @functools.wraps(original)
-    def get_max_memory(max_memory=None):
-        if _neuron_is_accelerator():
-            return _neuron_max_memory(max_memory, original)
-        return original(max_memory)
-
-    get_max_memory._torch_neuronx = True
-    module.get_max_memory = get_max_memory
     # names bound before the patch (only when accelerate was imported before torch_neuronx registered)
     import sys
 

@@ -12,7 +12,7 @@ Other devices, DeepSpeed, Megatron-LM and FSDP2 (which remaps itself) are untouc
 """
 from __future__ import annotations
 
-import functools
+from ._wrap import wrap_once
 
 
 def _needs_remap(accelerator) -> bool:
@@ -34,12 +34,10 @@ def _switch_optimizer_parameters(optimizer, mapping: dict) -> None:
 
 def patch(module) -> None:
     """Wrap `accelerate.accelerator.Accelerator.prepare`."""
-    cls = module.Accelerator
-    original = cls.prepare
-    if getattr(original, "_torch_neuronx", False):
-        return
+    wrap_once(module.Accelerator, "prepare", _remapping_prepare)
 
-    @functools.wraps(original)
+
+def _remapping_prepare(original):
     def prepare(self, *args, device_placement=None):
         if not _needs_remap(self):
             return original(self, *args, device_placement=device_placement)
@@ -55,5 +53,4 @@ def patch(module) -> None:
                         _switch_optimizer_parameters(obj, mapping)
         return result
 
-    prepare._torch_neuronx = True
-    cls.prepare = prepare
+    return prepare

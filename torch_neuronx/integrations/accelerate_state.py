@@ -10,8 +10,9 @@ environment error; the message is the runtime's (it names the variable) plus wha
 """
 from __future__ import annotations
 
-import functools
 import os
+
+from ._wrap import wrap_once
 
 
 def _check(cpu: bool) -> None:
@@ -31,16 +32,12 @@ def _check(cpu: bool) -> None:
 
 def patch(module) -> None:
     """Wrap `accelerate.state.PartialState.__init__`."""
-    cls = module.PartialState
-    original = cls.__init__
-    if getattr(original, "_torch_neuronx", False):
-        return
+    def make(original):
+        def __init__(self, cpu: bool = False, **kwargs):
+            if not self.__class__._shared_state:  # the first PartialState of the process decides the setup
+                _check(cpu)
+            original(self, cpu=cpu, **kwargs)
 
-    @functools.wraps(original)
-    def __init__(self, cpu: bool = False, **kwargs):
-        if not self.__class__._shared_state:  # the first PartialState of the process decides the setup
-            _check(cpu)
-        original(self, cpu=cpu, **kwargs)
+        return __init__
 
-    __init__._torch_neuronx = True
-    cls.__init__ = __init__
+    wrap_once(module.PartialState, "__init__", make)

@@ -7,8 +7,9 @@ with the reason and the fix.
 """
 from __future__ import annotations
 
-import functools
 import warnings
+
+from ._wrap import wrap_once
 
 DYNAMIC_CACHE_MESSAGE = (
     "generate() will not compile the decode step on neuron: the KV cache is a dynamic cache ({cache}), "
@@ -41,20 +42,16 @@ def _reason(model, model_kwargs, generation_config) -> str | None:
 
 def patch(module) -> None:
     """Wrap `GenerationMixin._valid_auto_compile_criteria` of `transformers.generation.utils`."""
-    mixin = module.GenerationMixin
-    original = mixin._valid_auto_compile_criteria
-    if getattr(original, "_torch_neuronx", False):
-        return
+    def make(original):
+        def _valid_auto_compile_criteria(self, model_kwargs, generation_config):
+            decision = original(self, model_kwargs, generation_config)
+            if (not decision and getattr(self, "device", None) is not None and self.device.type == "neuron"
+                    and generation_config.compile_config is not None and not generation_config.disable_compile):
+                reason = _reason(self, model_kwargs, generation_config)
+                if reason is not None:
+                    warnings.warn(reason, UserWarning, stacklevel=3)
+            return decision
 
-    @functools.wraps(original)
-    def _valid_auto_compile_criteria(self, model_kwargs, generation_config):
-        decision = original(self, model_kwargs, generation_config)
-        if (not decision and getattr(self, "device", None) is not None and self.device.type == "neuron"
-                and generation_config.compile_config is not None and not generation_config.disable_compile):
-            reason = _reason(self, model_kwargs, generation_config)
-            if reason is not None:
-                warnings.warn(reason, UserWarning, stacklevel=3)
-        return decision
+        return _valid_auto_compile_criteria
 
-    _valid_auto_compile_criteria._torch_neuronx = True
-    mixin._valid_auto_compile_criteria = _valid_auto_compile_criteria
+    wrap_once(module.GenerationMixin, "_valid_auto_compile_criteria", make)

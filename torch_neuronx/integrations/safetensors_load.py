@@ -10,7 +10,7 @@ copy) and moves each tensor to the requested NeuronCore. Other devices go straig
 """
 from __future__ import annotations
 
-import functools
+from ._wrap import wrap_once
 
 
 def _is_neuron(device) -> bool:
@@ -21,16 +21,13 @@ def _is_neuron(device) -> bool:
 
 def patch(module) -> None:
     """Wrap `safetensors.torch.load_file` (module attribute: `load_model` looks it up at call time)."""
-    original = module.load_file
-    if getattr(original, "_torch_neuronx", False):
-        return
+    def make(original):
+        def load_file(filename, device="cpu", **kwargs):
+            if not _is_neuron(device):
+                return original(filename, device=device, **kwargs)
+            tensors = original(filename, device="cpu", **kwargs)
+            return {name: tensor.to(device) for name, tensor in tensors.items()}
 
-    @functools.wraps(original)
-    def load_file(filename, device="cpu", **kwargs):
-        if not _is_neuron(device):
-            return original(filename, device=device, **kwargs)
-        tensors = original(filename, device="cpu", **kwargs)
-        return {name: tensor.to(device) for name, tensor in tensors.items()}
+        return load_file
 
-    load_file._torch_neuronx = True
-    module.load_file = load_file
+    wrap_once(module, "load_file", make)

@@ -12,9 +12,10 @@ Other devices are untouched.
 """
 from __future__ import annotations
 
-import functools
 import logging
 import os
+
+from ._wrap import wrap_once
 
 logger = logging.getLogger(__name__)
 
@@ -63,28 +64,24 @@ def _restore_neuron_state(path: str) -> None:
 
 def patch(module) -> None:
     """Wrap `transformers.trainer.Trainer._save_rng_state` and `_load_rng_state`."""
-    trainer_cls = module.Trainer
-    original_save = trainer_cls._save_rng_state
-    if getattr(original_save, "_torch_neuronx", False):
-        return
-    original_load = trainer_cls._load_rng_state
+    def make_save(original_save):
+        def _save_rng_state(self, output_dir: str) -> None:
+            original_save(self, output_dir)
+            if _on_neuron(self):
+                _add_neuron_state(rng_file(self, output_dir))
 
-    @functools.wraps(original_save)
-    def _save_rng_state(self, output_dir: str) -> None:
-        original_save(self, output_dir)
-        if _on_neuron(self):
-            _add_neuron_state(rng_file(self, output_dir))
+        return _save_rng_state
 
-    @functools.wraps(original_load)
-    def _load_rng_state(self, checkpoint: str | None) -> None:
-        original_load(self, checkpoint)
-        if checkpoint is None or not _on_neuron(self):
-            return
-        path = rng_file(self, checkpoint)
-        if os.path.isfile(path):  # the original already logged a missing file
-            _restore_neuron_state(path)
+    def make_load(original_load):
+        def _load_rng_state(self, checkpoint: str | None) -> None:
+            original_load(self, checkpoint)
+            if checkpoint is None or not _on_neuron(self):
+                return
+            path = rng_file(self, checkpoint)
+            if os.path.isfile(path):  # the original already logged a missing file
+                _restore_neuron_state(path)
 
-    _save_rng_state._torch_neuronx = True
-    _load_rng_state._torch_neuronx = True
-    trainer_cls._save_rng_state = _save_rng_state
-    trainer_cls._load_rng_state = _load_rng_state
+        return _load_rng_state
+
+    wrap_once(module.Trainer, "_save_rng_state", make_save)
+    wrap_once(module.Trainer, "_load_rng_state", make_load)

@@ -1,0 +1,52 @@
+"""The adapters' one wrapping helper: wraps once, keeps the name, and the real adapters are installed once."""
+import types
+
+from torch_neuronx.integrations._wrap import is_wrapped, wrap_once
+
+
+def test_wraps_once_and_keeps_metadata():
+    def greet(name):
+        """Say hello."""
+        return f"hello {name}"
+
+    owner = types.SimpleNamespace(greet=greet)
+    calls = []
+
+    def make(original):
+        def wrapper(name):
+            calls.append(name)
+            return original(name).upper()
+
+        return wrapper
+
+    first = wrap_once(owner, "greet", make)
+    assert first is owner.greet and is_wrapped(owner.greet)
+    assert owner.greet.__name__ == "greet" and owner.greet.__doc__ == "Say hello."
+    assert owner.greet.__wrapped__ is greet
+    assert wrap_once(owner, "greet", make) is None  # a second install does not wrap the wrapper
+    assert owner.greet("ada") == "HELLO ADA" and calls == ["ada"]
+
+
+def test_installed_adapters_are_wrapped_once():
+    import safetensors.torch
+    import transformers.generation.utils as gen
+    import transformers.trainer as trainer
+
+    from torch_neuronx.integrations import accelerate_prepare, generation_compile, safetensors_load, trainer_rng
+
+    before = (gen.GenerationMixin._valid_auto_compile_criteria, trainer.Trainer._save_rng_state,
+              trainer.Trainer._load_rng_state, safetensors.torch.load_file)
+    assert all(is_wrapped(fn) for fn in before)
+    generation_compile.patch(gen)
+    trainer_rng.patch(trainer)
+    safetensors_load.patch(safetensors.torch)
+    after = (gen.GenerationMixin._valid_auto_compile_criteria, trainer.Trainer._save_rng_state,
+             trainer.Trainer._load_rng_state, safetensors.torch.load_file)
+    assert after == before
+    assert not is_wrapped(before[0].__wrapped__)  # the original sits directly under our one wrapper
+
+    import accelerate.accelerator
+
+    accelerate_prepare.patch(accelerate.accelerator)
+    prepare = accelerate.accelerator.Accelerator.prepare
+    assert is_wrapped(prepare) and not is_wrapped(prepare.__wrapped__)
