@@ -13,6 +13,8 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 
+from ..runtime.env import get as _get  # unset or blank -> None, else stripped
+
 DISABLE_FALLBACK_EXECUTION = "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION"
 NEFF_CACHE_DIR = "TORCH_NEURONX_NEFF_CACHE_DIR"
 DISABLE_NEFF_CACHE = ("TORCH_NEURONX_DISABLE_NEFF_CACHE", "TORCH_NEURONX_NEFF_DISABLE_CACHE")
@@ -31,13 +33,6 @@ _FALSE = ("0", "false", "no", "off")
 
 class NeuronCompileOptionError(ValueError):
     """An option or environment variable of the neuron compiler is invalid."""
-
-
-def _get(name: str) -> str | None:
-    value = os.environ.get(name)
-    if value is None or value.strip() == "":
-        return None
-    return value.strip()
 
 
 def env_bool(name: str, default: bool) -> bool:
