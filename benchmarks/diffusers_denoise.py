@@ -236,6 +236,8 @@ def main() -> None:
     print(f"  eager-neuron / eager-cpu       = {_paired(times, 'eager-neuron', 'eager-cpu'):.3f}")
     print(f"  eager-cpu / inductor-cpu       = {_paired(times, 'eager-cpu', 'inductor-cpu'):.2f}x "
           "(what Inductor itself gains on CPU)")
+    print(f"  eager-neuron / inductor-cpu    = {_paired(times, 'eager-neuron', 'inductor-cpu'):.2f}x "
+          "(compiled / eager neuron if the neuron program ran exactly as fast as Inductor's CPU program)")
     bt = res["block_times"]
     print(f"one transformer block alone (us, median): "
           f"{ {k: round(statistics.median(v) * 1e6, 1) for k, v in bt.items()} }")
