@@ -96,14 +96,9 @@ def _share_vec_isa_probe(env: dict) -> None:
     try:
         import platform
 
-        from torch._inductor import cpu_vec_isa
+        from ..compiler.vec_isa import all_advertised_valid
 
-        if platform.machine() not in ("x86_64", "AMD64"):
-            return
-        flags = cpu_vec_isa.x86_isa_checker()
-        advertised = [isa for isa in cpu_vec_isa.supported_vec_isa_list
-                      if all(f in flags for f in str(isa).split())]
-        if advertised and [str(i) for i in cpu_vec_isa.valid_vec_isa_list()] == [str(i) for i in advertised]:
+        if platform.machine() in ("x86_64", "AMD64") and all_advertised_valid():
             env["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
     except Exception:  # noqa: BLE001 - an optimisation only: workers probe themselves
         pass

@@ -9,7 +9,8 @@ Four registries, all keyed by the device-type string:
 - a device post-grad pass whose `uuid()` is our backend version, so that the
   FX-graph and AOTAutograd caches never serve a program of an older backend.
 Then the CPU-alike adjustments (cpu_alike.py) and the RNG higher-order ops
-that activation checkpointing uses inside graphs (rng_hops.py).
+that activation checkpointing uses inside graphs (rng_hops.py), and the
+vector-ISA load markers (vec_isa.py) that spare each new process ~2 s of probes.
 
 `register()` is idempotent; after it, `backend="inductor"` also works on neuron inputs.
 """
@@ -247,7 +248,7 @@ def register() -> None:
         from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
         from torch._inductor.codegen.cpp import CppScheduling
 
-        from . import cpu_alike, fake_conv, rng_hops
+        from . import cpu_alike, fake_conv, rng_hops, vec_isa
 
         interface = _make_device_interface()
         register_interface_for_device(DEVICE, interface)
@@ -260,6 +261,7 @@ def register() -> None:
         cpu_alike.apply()
         rng_hops.register()
         fake_conv.install()  # fake conv strides on neuron = eager (CPU kernel) strides
+        vec_isa.install()  # skip re-loading ISA test libraries a process already loaded
         _done = True
 
 

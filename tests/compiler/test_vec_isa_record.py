@@ -1,0 +1,69 @@
+"""Inductor's vector-ISA test libraries are loaded in a child process once per library and CPU, not once per
+process: a marker next to each library remembers a successful load. Cache keys and the chosen ISA stay the same."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+from tests.conftest import run_python
+
+SCRIPT = """
+import json, torch, torch_neuronx.compiler as c
+from torch._inductor import cpu_vec_isa
+children = []
+import subprocess
+real_run = subprocess.run
+def counting_run(cmd, *a, **k):
+    if isinstance(cmd, list) and len(cmd) > 2 and cmd[1] == "-c" and "LoadLibrary" in cmd[2]:
+        children.append(cmd[2])
+    return real_run(cmd, *a, **k)
+subprocess.run = counting_run
+x = torch.arange(12.0).reshape(3, 4).to("neuron")
+out = torch.compile(lambda t: (t * 2).sin() + 1, backend="neuron")(x)
+m = c.get_dynamo_metrics()
+print("RESULT" + json.dumps({"children": len(children), "isa": str(cpu_vec_isa.pick_vec_isa()),
+                             "hits_disk": m["cache_hits_disk"], "misses": m["cache_misses"],
+                             "diff": (out.cpu() - ((torch.arange(12.0).reshape(3, 4) * 2).sin() + 1)).abs().max().item()}))
+"""
+
+
+def _run(cache_dir):
+    result = run_python(SCRIPT, env={"TORCH_NEURONX_NEFF_CACHE_DIR": str(cache_dir)}, timeout=400)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.split("RESULT", 1)[1])
+
+
+def _markers(cache_dir):
+    return glob.glob(os.path.join(str(cache_dir), "**", "*.loaded-*"), recursive=True)
+
+
+def test_second_process_skips_the_load_probes_and_hits_the_cache(tmp_path):
+    first = _run(tmp_path)
+    assert first["misses"] == 1 and first["diff"] < 1e-6
+    markers = _markers(tmp_path)
+    assert len(markers) == first["children"]  # one marker per library that loaded
+    second = _run(tmp_path)
+    assert second["children"] == 0
+    assert second["isa"] == first["isa"]  # the same ISA is chosen
+    assert second["hits_disk"] == 1 and second["misses"] == 0 and second["diff"] < 1e-6
+
+
+def test_a_damaged_or_stale_marker_is_not_trusted(tmp_path):
+    first = _run(tmp_path)
+    markers = _markers(tmp_path)
+    if not markers:  # no ISA library loaded on this CPU: nothing to remember
+        assert first["children"] == 0
+        return
+    with open(markers[0], "w") as f:
+        f.write("[1, ")  # truncated
+    library = markers[0].rsplit(".loaded-", 1)[0]
+    if len(markers) > 1:
+        other = markers[1].rsplit(".loaded-", 1)[0]
+        os.utime(other, ns=(1, 1))  # the library changed since its marker was written
+    again = _run(tmp_path)
+    assert again["children"] == min(2, len(markers))
+    assert again["isa"] == first["isa"] and again["diff"] < 1e-6
+    with open(markers[0]) as f:
+        st = os.stat(library)
+        assert json.load(f) == [st.st_size, st.st_mtime_ns]  # rewritten after the child loaded it

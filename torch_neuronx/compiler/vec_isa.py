@@ -1,0 +1,99 @@
+"""Remember which of Inductor's vector-ISA test libraries loaded, so a fresh process does not load them again.
+
+Before its first C++ kernel, every process that compiles with Inductor's C++ code generation checks each vector
+ISA the CPU advertises (AVX2, AVX-512, VNNI, AMX, bf16/fp16 variants). For each check it builds a small test
+library once (cached in the compile cache) and then, in every process, starts a child Python that loads it,
+so that an unsupported instruction crashes the child and not the compiler. Those ten children cost about 2 s per
+process on this 2-core host: ~40% of a fresh process's compile time on a warm compile cache.
+
+Whether a library loads depends on the library file, the CPU and torch. After a child loaded one, we write a
+marker next to it (`<library>.loaded-<cpu key>`: its size and mtime). A later process that finds a matching
+marker skips the child. A failed load writes nothing, so failures are always checked again. Inductor's choice of ISA
+and every cache key stay exactly as without the markers.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import platform
+import tempfile
+
+
+def advertised_isas() -> list[str]:
+    """The x86 ISAs from Inductor's list whose CPU flags this CPU reports (before any build check)."""
+    from torch._inductor import cpu_vec_isa
+
+    flags = cpu_vec_isa.x86_isa_checker()
+    return [str(isa) for isa in cpu_vec_isa.supported_vec_isa_list if all(f in flags for f in str(isa).split())]
+
+
+def all_advertised_valid() -> bool:
+    """Run Inductor's probe (cached per process); True when every advertised ISA builds and loads."""
+    from torch._inductor import cpu_vec_isa
+
+    advertised = advertised_isas()
+    return bool(advertised) and [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()] == advertised
+
+
+@functools.cache
+def _cpu_key() -> str:
+    import torch
+    from torch._inductor import cpu_vec_isa
+
+    flags = sorted(cpu_vec_isa.x86_isa_checker()) if platform.machine() in ("x86_64", "AMD64") else []
+    ident = json.dumps([torch.__version__, platform.machine(), platform.processor(), flags])
+    return hashlib.sha256(ident.encode()).hexdigest()[:16]
+
+
+def _fingerprint(library: str) -> list[int]:
+    st = os.stat(library)
+    return [st.st_size, st.st_mtime_ns]
+
+
+def marker_path(library: str) -> str:
+    return f"{library}.loaded-{_cpu_key()}"
+
+
+def loaded_before(library: str) -> bool:
+    try:
+        with open(marker_path(library)) as f:
+            return json.load(f) == _fingerprint(library)
+    except (OSError, ValueError):
+        return False
+
+
+def remember_loaded(library: str) -> None:
+    try:
+        directory = os.path.dirname(library) or "."
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".loaded")
+        with os.fdopen(fd, "w") as f:
+            json.dump(_fingerprint(library), f)
+        os.replace(tmp, marker_path(library))  # atomic: readers see no marker or a whole one
+    except OSError:
+        pass  # an optimisation only: the next process loads it in a child again
+
+
+def install() -> bool:
+    """Wrap Inductor's `VecISA._probe_load` once; False when this torch has no such method."""
+    from torch._inductor import cpu_vec_isa
+
+    from ..integrations._wrap import wrap_once
+
+    if not hasattr(cpu_vec_isa.VecISA, "_probe_load"):
+        return False
+
+    def make(original):
+        def _probe_load(self, output_path: str) -> bool:
+            if loaded_before(output_path):
+                return True
+            ok = original(self, output_path)
+            if ok:
+                remember_loaded(output_path)
+            return ok
+
+        return _probe_load
+
+    wrap_once(cpu_vec_isa.VecISA, "_probe_load", make)
+    return True
