@@ -65,6 +65,11 @@ class CollectiveChecker:
         self._left = checked_calls  # None: unlimited
         self._limit = "every call" if checked_calls is None else f"the first {checked_calls} collectives"
         self._calls = 0
+        # Exchange buffers live as long as the group: gloo's worker thread may drop its reference to a
+        # finished call's tensors after wait() returns, and if that were the last reference it would
+        # need the GIL, which aborts the process when it happens during interpreter exit.
+        self._mine = torch.zeros(_DESC_BYTES, dtype=torch.uint8, device="cpu")
+        self._gathered = [torch.empty_like(self._mine) for _ in range(size)]
 
     def wants_check(self) -> bool:
         """Counts the call; True when this call must be checked."""
@@ -77,10 +82,9 @@ class CollectiveChecker:
 
     def check(self, call: str) -> None:
         """Exchange `call` (a description of this rank's collective) and raise if any rank differs."""
-        mine = _encode(call)
-        gathered = [torch.empty_like(mine) for _ in range(self._size)]
-        self._transport.allgather([gathered], [mine]).wait()
-        calls = [_decode(t) for t in gathered]
+        _encode_into(call, self._mine)
+        self._transport.allgather([self._gathered], [self._mine]).wait()
+        calls = [_decode(t) for t in self._gathered]
         if len(set(calls)) == 1:
             return
         lines = "\n".join(f"  rank {r}: {c}" for r, c in enumerate(calls))
@@ -92,12 +96,11 @@ class CollectiveChecker:
             "check every call.)")
 
 
-def _encode(call: str) -> torch.Tensor:
+def _encode_into(call: str, out: torch.Tensor) -> None:
     data = call.encode()[:_DESC_BYTES]
-    out = torch.zeros(_DESC_BYTES, dtype=torch.uint8)
+    out.zero_()
     if data:
         out[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-    return out
 
 
 def _decode(t: torch.Tensor) -> str:
