@@ -1,7 +1,9 @@
-"""The adapters' one wrapping helper: wraps once, keeps the name, and the real adapters are installed once."""
+"""The one wrapping helper: wraps once, keeps the name, and the real adapters are installed once."""
 import types
 
-from torch_neuronx.integrations._wrap import is_wrapped, wrap_once
+import torch
+
+from torch_neuronx._wrap import is_wrapped, wrap_once
 
 
 def test_wraps_once_and_keeps_metadata():
@@ -27,6 +29,18 @@ def test_wraps_once_and_keeps_metadata():
     assert owner.greet("ada") == "HELLO ADA" and calls == ["ada"]
 
 
+def test_a_static_method_stays_static():
+    class Table:
+        @staticmethod
+        def pick(x):
+            return x + 1
+
+    wrap_once(Table, "pick", lambda original: lambda x: original(x) * 10)
+    assert isinstance(vars(Table)["pick"], staticmethod)
+    assert Table.pick(1) == 20 and Table().pick(1) == 20  # no `self` slipped in
+    assert wrap_once(Table, "pick", lambda original: lambda x: 0) is None and Table.pick(1) == 20
+
+
 def test_installed_adapters_are_wrapped_once():
     import safetensors.torch
     import transformers.generation.utils as gen
@@ -48,5 +62,15 @@ def test_installed_adapters_are_wrapped_once():
     import accelerate.accelerator
 
     accelerate_prepare.patch(accelerate.accelerator)
+    import torch.nn.modules.linear_cross_entropy_options as lce
+
+    from torch_neuronx.integrations import linear_cross_entropy
+
+    resolve = lce.LinearCrossEntropyOptions._resolve_auto_acc_dtype
+    linear_cross_entropy.patch(lce)
+    assert lce.LinearCrossEntropyOptions._resolve_auto_acc_dtype is resolve and is_wrapped(resolve)
+    neuron, cpu = torch.device("neuron"), torch.device("cpu")
+    assert resolve(torch.bfloat16, neuron) == torch.float32 == resolve(torch.bfloat16, cpu)
+
     prepare = accelerate.accelerator.Accelerator.prepare
     assert is_wrapped(prepare) and not is_wrapped(prepare.__wrapped__)

@@ -94,11 +94,9 @@ def _share_vec_isa_probe(env: dict) -> None:
     if "TORCHINDUCTOR_VEC_ISA_OK" in env:
         return
     try:
-        import platform
-
         from ..compiler.vec_isa import all_advertised_valid
 
-        if platform.machine() in ("x86_64", "AMD64") and all_advertised_valid():
+        if all_advertised_valid():
             env["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
     except Exception:  # noqa: BLE001 - an optimisation only: workers probe themselves
         pass

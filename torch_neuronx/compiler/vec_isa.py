@@ -30,9 +30,11 @@ def advertised_isas() -> list[str]:
 
 
 def all_advertised_valid() -> bool:
-    """Run Inductor's probe (cached per process); True when every advertised ISA builds and loads."""
+    """Run Inductor's probe (cached per process); True on x86 when every advertised ISA builds and loads."""
     from torch._inductor import cpu_vec_isa
 
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return False
     advertised = advertised_isas()
     return bool(advertised) and [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()] == advertised
 
@@ -79,7 +81,7 @@ def install() -> bool:
     """Wrap Inductor's `VecISA._probe_load` once; False when this torch has no such method."""
     from torch._inductor import cpu_vec_isa
 
-    from ..integrations._wrap import wrap_once
+    from .._wrap import wrap_once
 
     if not hasattr(cpu_vec_isa.VecISA, "_probe_load"):
         return False

@@ -4,7 +4,7 @@ tiny models (`tiny_models`) for examples, tests and the compatibility sweep.
 `install()` is called once when the neuron device registers (at `import torch`). It imports nothing: each
 adapter runs right after its library is imported (`_post_import.when_imported`), and only changes
 behaviour when the model or the accelerator is neuron.
-Each wraps the library's function once (`_wrap.wrap_once`), keeping its name and docstring.
+Each wraps the library's function once (`torch_neuronx._wrap.wrap_once`), keeping its name and docstring.
 
 | adapter | library seam | why |
 |---|---|---|

@@ -8,7 +8,7 @@ CPU; a `max_memory` naming a NeuronCore that does not exist raises with the devi
 """
 from __future__ import annotations
 
-from ._wrap import wrap_once
+from .._wrap import wrap_once
 
 
 def _neuron_is_accelerator() -> bool:
@@ -51,7 +51,7 @@ def _neuron_max_memory(max_memory, original):
 
 def patch(module) -> None:
     """Wrap `accelerate.utils.modeling.get_max_memory` (before `accelerate.utils` re-exports it)."""
-    original = module.get_max_memory
+    unwrapped = module.get_max_memory
 
     def make(original):
         def get_max_memory(max_memory=None):
@@ -70,5 +70,5 @@ def patch(module) -> None:
     for name in ("accelerate.utils", "accelerate.big_modeling", "transformers.integrations.accelerate"):
         other = sys.modules.get(name)
         for attr in ("get_max_memory", "accelerate_max_memory"):
-            if other is not None and getattr(other, attr, None) is original:
+            if other is not None and getattr(other, attr, None) is unwrapped:
                 setattr(other, attr, get_max_memory)

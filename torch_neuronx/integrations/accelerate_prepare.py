@@ -12,7 +12,7 @@ Other devices, DeepSpeed, Megatron-LM and FSDP2 (which remaps itself) are untouc
 """
 from __future__ import annotations
 
-from ._wrap import wrap_once
+from .._wrap import wrap_once
 
 
 def _needs_remap(accelerator) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from ._wrap import wrap_once
+from .._wrap import wrap_once
 
 
 def _check(cpu: bool) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import warnings
 
-from ._wrap import wrap_once
+from .._wrap import wrap_once
 
 DYNAMIC_CACHE_MESSAGE = (
     "generate() will not compile the decode step on neuron: the KV cache is a dynamic cache ({cache}), "

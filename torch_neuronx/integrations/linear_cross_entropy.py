@@ -11,24 +11,23 @@ from __future__ import annotations
 
 import torch
 
+from .._wrap import wrap_once
+
 _DEVICE = "neuron"
 
 
 def patch(module) -> None:
-    options = module.LinearCrossEntropyOptions
-    if getattr(options, "_torch_neuronx_patched", False):
-        return
     for dtype in (torch.bfloat16, torch.float16):
         cpu_pick = module._AUTO_DEFAULTS.get(("cpu", dtype))
         if cpu_pick is not None:
             module._AUTO_DEFAULTS.setdefault((_DEVICE, dtype), cpu_pick)
 
-    original = options._resolve_auto_acc_dtype
+    def make(original):
+        def _resolve_auto_acc_dtype(dtype, device):
+            if device is not None and device.type == _DEVICE and dtype in (torch.float16, torch.bfloat16):
+                return torch.float32
+            return original(dtype, device)
 
-    def _resolve_auto_acc_dtype(dtype, device):
-        if device is not None and device.type == _DEVICE and dtype in (torch.float16, torch.bfloat16):
-            return torch.float32
-        return original(dtype, device)
+        return _resolve_auto_acc_dtype
 
-    options._resolve_auto_acc_dtype = staticmethod(_resolve_auto_acc_dtype)
-    options._torch_neuronx_patched = True
+    wrap_once(module.LinearCrossEntropyOptions, "_resolve_auto_acc_dtype", make)

@@ -10,7 +10,7 @@ copy) and moves each tensor to the requested NeuronCore. Other devices go straig
 """
 from __future__ import annotations
 
-from ._wrap import wrap_once
+from .._wrap import wrap_once
 
 
 def _is_neuron(device) -> bool:

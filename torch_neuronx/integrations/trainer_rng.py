@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 
-from ._wrap import wrap_once
+from .._wrap import wrap_once
 
 logger = logging.getLogger(__name__)
 
