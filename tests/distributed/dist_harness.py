@@ -5,9 +5,13 @@ process has used the device), joined by a "neuron" process group.
 `init_process_group("neuron")` and `torch.neuron.set_device(rank)`; a failure in
 any rank raises here with that rank's traceback. Groups get a short timeout
 and the whole run a deadline, so a broken collective fails instead of hanging.
+Each rank's stderr goes to its own file with faulthandler on, so a rank killed
+by a signal fails the test with its last stderr lines (and every thread's
+Python stack) in the message, not in output interleaved with other ranks'.
 """
 from __future__ import annotations
 
+import faulthandler
 import os
 import socket
 import subprocess
@@ -31,9 +35,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _entry(rank, world, init_method, fn, args, pg_timeout):
+def _rank_log(log_dir: str, rank: int) -> str:
+    return os.path.join(log_dir, f"rank{rank}.stderr")
+
+
+def _entry(rank, world, init_method, fn, args, pg_timeout, log_dir):
     import torch.distributed as dist
 
+    log = os.open(_rank_log(log_dir, rank), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(log, 2)
+    os.close(log)
+    faulthandler.enable(all_threads=True)
     torch.set_num_threads(1)
     os.environ["LOCAL_RANK"] = str(rank)
     dist.init_process_group("neuron", init_method=init_method, rank=rank, world_size=world,
@@ -55,18 +67,32 @@ def run_ranks(fn, world: int, *args, init: str = "tcp", pg_timeout: timedelta = 
             init_method = f"file://{os.path.join(tmp, 'rendezvous')}"
         else:
             raise ValueError(init)
-        ctx = mp.start_processes(_entry, args=(world, init_method, fn, args, pg_timeout),
+        ctx = mp.start_processes(_entry, args=(world, init_method, fn, args, pg_timeout, tmp),
                                  nprocs=world, join=False, start_method="spawn")
         end = time.monotonic() + deadline_s
         try:
             while not ctx.join(timeout=1):
                 if time.monotonic() > end:
                     raise TimeoutError(f"ranks still running after {deadline_s:.0f} s")
+        except mp.ProcessExitedException as e:
+            raise RuntimeError(f"rank {e.error_index} died (exit code {e.exit_code}, signal {e.signal_name}); "
+                               f"its stderr ends with:\n{_tail(_rank_log(tmp, e.error_index))}") from e
         finally:
             for p in ctx.processes:
                 if p.is_alive():
                     p.kill()
                     p.join(5)
+            for rank in range(world):  # pass the ranks' warnings on to the test's own stderr
+                if os.path.exists(_rank_log(tmp, rank)):
+                    with open(_rank_log(tmp, rank), errors="replace") as f:
+                        sys.stderr.write(f.read())
+
+
+def _tail(path: str, lines: int = 40) -> str:
+    if not os.path.exists(path):
+        return "(no stderr file)"
+    with open(path, errors="replace") as f:
+        return "".join(f.readlines()[-lines:]) or "(empty)"
 
 
 def run_torchrun(script: str, *, nproc: int, nnodes: int = 1, env: dict | None = None,

@@ -1,8 +1,10 @@
 """Faults: mismatches are reported, a dead peer or a wrong world size fails
-within the group timeout instead of hanging, destroy releases the group."""
+within the group timeout instead of hanging, destroy releases the group and
+its transport threads, and so does interpreter exit."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 from datetime import timedelta
 
@@ -116,8 +118,17 @@ def test_wrong_world_size_times_out_with_clear_error():
     assert "timeout" in message.lower() or "timed out" in message.lower(), message
 
 
+_THREAD_NAMES = """
+        import os
+        def transport_threads():
+            # gloo's worker and I/O threads, by the names gloo gives them
+            names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+            return sum(n.startswith(("pt_gloo", "gloo_")) for n in names)
+"""
+
+
 def test_destroy_releases_and_reinit_works():
-    r = run_python("""
+    r = run_python(_THREAD_NAMES + """
         import gc, socket, weakref, datetime, torch, torch.distributed as dist
         def port():
             s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
@@ -128,10 +139,53 @@ def test_destroy_releases_and_reinit_works():
             sub = dist.new_group([0])
             t = torch.ones(3, device="neuron")
             dist.all_reduce(t, group=sub)
+            assert transport_threads() > 0
             dist.destroy_process_group()
-            assert not dist.is_initialized() and pg._gloo is None and sub._gloo is None
+            # the transports are gone (their worker threads joined) while we still hold the groups
+            print("threads", transport_threads())
+            try:
+                sub.allreduce([t])
+            except RuntimeError as e:
+                print("closed" if "was shut down" in str(e) and "new_group" in str(e) else e)
+            assert not dist.is_initialized()
             ref = weakref.ref(pg); del pg, sub; gc.collect()
             print("released" if ref() is None else "alive")
     """, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["released", "released"]
+    assert r.stdout.split() == ["threads", "0", "closed", "released"] * 2, r.stdout
+
+
+def test_groups_left_alive_are_shut_down_before_interpreter_finalization():
+    # No destroy_process_group: the exit hook joins the transports while the interpreter is alive, so no
+    # transport thread can take the GIL during finalization (which aborts the process).
+    r = run_python(_THREAD_NAMES + """
+        import atexit, socket, datetime, torch, torch.distributed as dist
+        # registered before the group, so it runs after torch_neuronx's exit hook (atexit is last-in first-out)
+        atexit.register(lambda: print("at exit", transport_threads(), flush=True))
+        s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+        dist.init_process_group("neuron", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1,
+                                timeout=datetime.timedelta(seconds=10))
+        sub = dist.new_group([0])
+        t = torch.ones(3, device="neuron", requires_grad=True)
+        (t * 2).sum().backward()
+        dist.all_reduce(t.grad, group=sub)
+        print("running", transport_threads() > 0)
+    """, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["running", "True", "at", "exit", "0"], r.stdout
+
+
+def _abort_rank_one(rank, world):
+    if rank == 1:
+        print("rank one is about to abort", file=sys.stderr, flush=True)
+        os.abort()
+
+
+def test_a_rank_killed_by_a_signal_fails_with_its_stderr():
+    # the harness's own diagnostics: the failure names the rank, the signal and what the rank printed,
+    # including faulthandler's Python stacks
+    with pytest.raises(RuntimeError) as info:
+        run_ranks(_abort_rank_one, 2, pg_timeout=SHORT)
+    message = str(info.value)
+    assert "rank 1 died" in message and "SIGABRT" in message, message
+    assert "rank one is about to abort" in message and "Fatal Python error: Aborted" in message, message

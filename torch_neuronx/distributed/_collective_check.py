@@ -71,6 +71,11 @@ class CollectiveChecker:
         self._mine = torch.zeros(_DESC_BYTES, dtype=torch.uint8, device="cpu")
         self._gathered = [torch.empty_like(self._mine) for _ in range(size)]
 
+    def close(self) -> None:
+        """Forget the transport (the group is shutting down): no check runs afterwards."""
+        self._transport = None
+        self._left = 0
+
     def wants_check(self) -> bool:
         """Counts the call; True when this call must be checked."""
         self._calls += 1

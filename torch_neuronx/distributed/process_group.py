@@ -30,7 +30,7 @@ from torch._C._distributed_c10d import (
     ScatterOptions,
 )
 
-from . import _reduce_ops
+from . import _reduce_ops, _transport_release
 from ._collective_check import CollectiveChecker, checked_calls_from_env, describe, describe_list
 from ._host import host, host_list, host_lists
 from ._work import CompletedWork, NeuronWork
@@ -60,6 +60,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         self._group_name = ""
         self._group_desc = ""
         self._coalesced: list | None = None
+        _transport_release.track(self)
 
     # ---- identity ---------------------------------------------------------
     def getBackendName(self) -> str:  # noqa: N802 - C++ trampoline name
@@ -141,15 +142,30 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         self._timeout = timeout
         self._gloo.set_timeout(timeout)
 
+    def _transport_open(self) -> bool:
+        return not isinstance(self._gloo, _transport_release.ClosedTransport)
+
+    def _close_transport(self):
+        """Take the transport out of this group; returns it (None if already closed)."""
+        if not self._transport_open():
+            return None
+        gloo, self._gloo = self._gloo, _transport_release.ClosedTransport(repr(self._group_name or "(unnamed)"))
+        self._checker.close()
+        return gloo
+
     def shutdown(self) -> None:
-        gloo, self._gloo = self._gloo, None
-        if gloo is not None and hasattr(gloo, "shutdown"):
+        """Drop the transport: its worker threads are joined now, while the interpreter is alive
+        (see _transport_release); later collectives on this group raise a clear error."""
+        gloo = self._close_transport()
+        if gloo is not None:
             gloo.shutdown()
+        del gloo  # the last reference: gloo joins its workers here, with the GIL released
 
     def abort(self) -> None:
-        gloo, self._gloo = self._gloo, None
+        gloo = self._close_transport()
         if gloo is not None:
             gloo.abort()
+            _transport_release.leak(gloo)  # an abort must not block on joining a stuck worker
 
     # ---- reductions -------------------------------------------------------
     def allreduce(self, tensors, opts=None):
