@@ -26,7 +26,7 @@ import weakref
 
 EXIT_WAIT_S = 10.0
 
-_live: "weakref.WeakSet" = weakref.WeakSet()
+_live: weakref.WeakSet = weakref.WeakSet()
 _hook_installed = False
 
 

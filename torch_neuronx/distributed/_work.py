@@ -92,22 +92,3 @@ class NeuronWork(dist.Work):
     def get_future_result(self) -> torch.futures.Future:
         return self.get_future()
 
-
-class CompletedWork(NeuronWork):
-    """A handle for an operation that already finished (or needed no transfer)."""
-
-    def __init__(self, result: Any = None):
-        super().__init__((), result)
-
-    def is_completed(self) -> bool:
-        return True
-
-    def is_success(self) -> bool:
-        return True
-
-    def get_future(self) -> torch.futures.Future:
-        if self._future is None:
-            fut = torch.futures.Future()
-            fut.set_result(self._result)
-            self._future = fut
-        return self._future

@@ -12,7 +12,6 @@ collectives), including the torchcomms-style names of torch 2.13
 """
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
 import torch
@@ -33,7 +32,7 @@ from torch._C._distributed_c10d import (
 from . import _reduce_ops, _transport_release
 from ._collective_check import CollectiveChecker, checked_calls_from_env, describe, describe_list
 from ._host import host, host_list, host_lists
-from ._work import CompletedWork, NeuronWork
+from ._work import NeuronWork
 from ._registration import BACKEND_NAME
 
 
