@@ -175,6 +175,26 @@ def test_groups_left_alive_are_shut_down_before_interpreter_finalization():
     assert r.stdout.split() == ["running", "True", "at", "exit", "0"], r.stdout
 
 
+def test_abort_closes_the_group_without_joining_its_threads():
+    # abort must not block on a worker that may be stuck, so its threads stay; the group is closed all the same
+    r = run_python(_THREAD_NAMES + """
+        import socket, datetime, torch, torch.distributed as dist
+        s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+        dist.init_process_group("neuron", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1,
+                                timeout=datetime.timedelta(seconds=10))
+        t = torch.ones(3, device="neuron")
+        dist.all_reduce(t)
+        pg = dist.group.WORLD
+        pg.abort()
+        print("threads kept", transport_threads() > 0)
+        try:
+            pg.allreduce([t])
+        except RuntimeError as e:
+            print("closed" if "was shut down" in str(e) else e)
+    """, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["threads", "kept", "True", "closed"], r.stdout
+
 def _abort_rank_one(rank, world):
     if rank == 1:
         print("rank one is about to abort", file=sys.stderr, flush=True)
