@@ -1,11 +1,15 @@
-"""Per-generation NeuronCore figures (from the public NKI architecture guides).
+"""Per-generation NeuronCore figures for the simulator, read from the one hardware
+description (`neuron_hardware`, shared with the runtime and the cost model; sources
+next to each figure there).
 
 Numbers the simulator checks against (capacities) and the cost model uses
-(clocks, widths, DMA bandwidth). See docs/nki.md for sources and limits.
+(clocks, widths, DMA bandwidth). See docs/nki.md for how they are used and their limits.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import neuron_hardware
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -48,14 +52,19 @@ class Target:
         return 128 * 128 * 2 * self.pe_ghz / 1e3
 
 
-TARGETS: dict[str, Target] = {
-    "trn1": Target("trn1", "gen2", 192 * KiB, pe_ghz=2.8, dve_ghz=1.12, act_ghz=1.4,
-                   pool_ghz=1.4, dma_engine_bytes_per_ns=17.0, dve_perf_mode=False,
-                   fp8_double_row=False),
-    "trn2": Target("trn2", "gen3", 224 * KiB),
-    "trn3": Target("trn3", "gen4", 256 * KiB, dve_ghz=1.2, dma_engine_bytes_per_ns=33.0,
-                   act_lowp_x2=True, matmul_bf16_psum_out=True),
-}
+def _target(spec: neuron_hardware.ChipSpec) -> Target:
+    return Target(
+        name=spec.name, nc_version=spec.nc_version, sbuf_partition_bytes=spec.sbuf_partition_bytes,
+        psum_partition_bytes=spec.psum_partition_bytes, psum_bank_bytes=spec.psum_bank_bytes,
+        partitions=spec.partitions, pe_ghz=spec.pe_ghz, dve_ghz=spec.dve_ghz, act_ghz=spec.act_ghz,
+        pool_ghz=spec.pool_ghz, dma_engines=spec.dma_engines,
+        dma_engine_bytes_per_ns=spec.dma_engine_bytes_per_ns,
+        dma_fixed_latency_ns=spec.dma_fixed_latency_ns, dve_perf_mode=spec.dve_perf_mode,
+        act_lowp_x2=spec.act_lowp_x2, fp8_double_row=spec.fp8_double_row,
+        matmul_bf16_psum_out=spec.matmul_bf16_psum_out)
+
+
+TARGETS: dict[str, Target] = {name: _target(spec) for name, spec in neuron_hardware.CHIPS.items()}
 
 
 def get_target(name: str | None = None) -> Target:

@@ -1,12 +1,15 @@
 """The instance catalogue: which Trainium chips an instance type has.
 
-Figures are the public hardware facts (see docs/virtual-runtime.md): a trn2
-chip has 8 physical NeuronCore-v3 and 96 GiB of HBM, a trn3 chip 8
-NeuronCore-v4 and 144 GiB, a trn1 chip 2 NeuronCore-v2 and 32 GiB.
+A view of the one hardware description (`neuron_hardware`, shared with the NKI
+simulator and the cost model): a trn2 chip has 8 physical NeuronCore-v3 and 96
+GiB of HBM, a trn3 chip 8 NeuronCore-v4 and 144 GiB, a trn1 chip 2
+NeuronCore-v2 and 32 GiB (sources next to each figure in neuron_hardware/chips.py).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import neuron_hardware
 
 GiB = 1 << 30
 
@@ -28,21 +31,17 @@ class InstanceType:
     chips: int
 
 
-TRN1 = Chip("trn1", "NeuronCore-v2", 2, 32 * GiB, (1,), 1)
-TRN2 = Chip("trn2", "NeuronCore-v3", 8, 96 * GiB, (1, 2), 2)
-TRN3 = Chip("trn3", "NeuronCore-v4", 8, 144 * GiB, (1, 2), 2)
+def _chip(spec: neuron_hardware.ChipSpec) -> Chip:
+    return Chip(spec.name, spec.core_version, spec.physical_cores, spec.hbm_bytes,
+                spec.supported_lnc, spec.default_lnc)
+
+
+CHIPS: dict[str, Chip] = {name: _chip(spec) for name, spec in neuron_hardware.CHIPS.items()}
+TRN1, TRN2, TRN3 = CHIPS["trn1"], CHIPS["trn2"], CHIPS["trn3"]
 
 INSTANCE_TYPES: dict[str, InstanceType] = {
-    it.name: it
-    for it in (
-        InstanceType("trn1.2xlarge", TRN1, 1),
-        InstanceType("trn1.32xlarge", TRN1, 16),
-        InstanceType("trn2.3xlarge", TRN2, 1),
-        InstanceType("trn2.48xlarge", TRN2, 16),
-        InstanceType("trn2u.48xlarge", TRN2, 16),
-        InstanceType("trn3.3xlarge", TRN3, 1),
-        InstanceType("trn3.48xlarge", TRN3, 16),
-    )
+    name: InstanceType(name, CHIPS[spec.chip.name], spec.chips)
+    for name, spec in neuron_hardware.INSTANCES.items()
 }
 
-DEFAULT_INSTANCE_TYPE = "trn2.3xlarge"
+DEFAULT_INSTANCE_TYPE = neuron_hardware.DEFAULT_INSTANCE_TYPE

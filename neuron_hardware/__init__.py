@@ -1,0 +1,19 @@
+"""The one description of Trainium hardware: chips, NeuronCores, engines, memories, links.
+
+Pure Python with no dependencies, so that every user reads the same table:
+- the virtual runtime (`torch_neuronx/runtime/catalogue.py`: cores per chip, HBM, LNC);
+- the NKI simulator (`nki/targets.py`: SBUF/PSUM capacities, engine clocks, DMA queues);
+- the cost model (`torch_neuronx/estimate/hardware.py`: peaks, bandwidths, links).
+
+Every figure names its entry in `shared/design/trainium-facts.md` (section C unless stated) or
+`shared/design/nki-notes.md` next to it. Figures are per chip or per *physical* NeuronCore;
+per-logical-core views (LNC=2 pairs two physical cores) are derived by the users above.
+Nothing here is an assumption: assumptions of the cost model live in
+`torch_neuronx/estimate/assumptions.py`, named and overridable.
+"""
+from __future__ import annotations
+
+from .chips import CHIPS, ChipSpec, chip
+from .instances import DEFAULT_INSTANCE_TYPE, INSTANCES, InstanceSpec, instance
+
+__all__ = ["CHIPS", "ChipSpec", "DEFAULT_INSTANCE_TYPE", "INSTANCES", "InstanceSpec", "chip", "instance"]

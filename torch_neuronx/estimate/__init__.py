@@ -1,0 +1,30 @@
+"""Estimated Trainium device time for every op, compiled graph and collective.
+
+Contract (stable; the profiler device track and the dry-run planner build on it):
+
+    op_estimate(func, args, kwargs, out, *, hardware=None, launch_s=None) -> OpEstimate
+        One ATen op call (func: an OpOverload as a TorchDispatchMode sees it; real, fake or
+        meta tensors). OpEstimate fields: name ("aten.mm"), seconds (launch included),
+        bound ("compute" | "memory" | "launch" | "none" for metadata-only ops), category
+        ("matmul" | "attention" | "elementwise" | "reduction" | "copy" | "view" | "collective"),
+        flops, bytes (HBM read + written), engine ("tensor" | "vector" | "scalar" | "dma" |
+        "none" | "collective"), plus compute_s, memory_s, launch_s, dtype, modelled.
+    hardware(instance_type=None, lnc=None, *, assumptions=None) -> Hardware
+        One logical NeuronCore of an instance type (default: TORCH_NEURONX_INSTANCE_TYPE /
+        NEURON_LOGICAL_NC_CONFIG); never starts the device.
+    estimate(instance=None, lnc=None, ...) -> context manager collecting an Estimate
+        `with torch_neuronx.estimate() as est: ...`; est.total_s, breakdowns, est.mfu,
+        est.summary(), est.to_json(). Zero cost outside it; never changes results.
+
+Layout: hardware.py (per-logical-core view of `neuron_hardware`), assumptions.py (named,
+overridable), formulas.py (FLOPs, bytes, engines), ops.py (per-op roofline), graphs.py (compiled
+graphs as fused programs), collectives.py (c10d), mode.py (the dispatch mode), report.py.
+See docs/estimate.md.
+"""
+from __future__ import annotations
+
+from .formulas import register_flops
+from .hardware import Hardware, hardware
+from .ops import OpEstimate, op_estimate
+
+__all__ = ["Hardware", "OpEstimate", "hardware", "op_estimate", "register_flops"]

@@ -1,0 +1,115 @@
+"""The cost model's assumptions: every figure the hardware facts do not give, named.
+
+Each is a documented default (docs/estimate.md lists them with their reasoning) that a user
+can override with one environment variable, either inline or as a JSON file:
+
+    TORCH_NEURONX_ESTIMATE_ASSUMPTIONS="matmul_efficiency=0.8,eager_launch_s=20e-6"
+    TORCH_NEURONX_ESTIMATE_ASSUMPTIONS=/path/to/assumptions.json   # {"matmul_efficiency": 0.8}
+
+or per estimate: `torch_neuronx.estimate(assumptions={"eager_launch_s": 0})`.
+Unknown names and out-of-range values raise an error naming the variable and the valid names.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, fields, replace
+
+from ..runtime import env
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    # Fraction of the TensorEngine peak a well-tiled matmul reaches: what the NKI simulator's
+    # matmul_optimized reaches on trn2 (67.6 of 78.6 TFLOPS at M=N=K=2048, tests/estimate/
+    # test_nki_agreement.py re-measures it); the NKI guide's C1 cost rules underlie both.
+    matmul_efficiency: float = 0.86
+    # Fraction of HBM bandwidth a streaming kernel sustains: the NKI simulator's double-buffered
+    # DMA with 512-byte descriptor overhead on 8 KiB rows gives 0.94 per queue; allowing for
+    # pipeline fill, we take 0.85 (no published figure; facts C1 give only the peak).
+    hbm_efficiency: float = 0.85
+    # Fraction of the Vector/Scalar engine element rate sustained by eager elementwise ops
+    # (the simulator charges a 100-cycle static overhead per 512-element instruction: 512/612).
+    vector_efficiency: float = 0.84
+    # Device-side cost of launching one eager op (one NEFF execution). No public figure (facts D:
+    # "not found"); vLLM-Neuron's 437 us synchronous host overhead per NEFF (facts C4) is hidden
+    # by asynchronous enqueue, so only the device-side start (DMA descriptors ~600 ns each, queue
+    # and semaphore set-up) remains: we assume 10 us.
+    eager_launch_s: float = 10e-6
+    # Device-side cost of launching one compiled graph (one NEFF): the same basis as an eager op.
+    graph_launch_s: float = 10e-6
+    # Latency of one collective step (one hop of a ring) inside an instance over NeuronLink.
+    # nccom-test's small-message all-gather on 8/32 ranks takes 6-10 us (facts C3): ~1.5 us/step.
+    neuronlink_step_latency_s: float = 1.5e-6
+    # Latency of one step between logical cores of the same chip (through HBM by DMA).
+    same_chip_step_latency_s: float = 1.0e-6
+    # Latency of one collective step across instances over EFA (no figure in the facts; a typical
+    # RDMA round trip), and the fraction of EFA line rate a collective sustains.
+    efa_step_latency_s: float = 15e-6
+    efa_efficiency: float = 0.8
+    # Fraction of NeuronLink bandwidth a ring collective sustains (nccom-test shows busbw far below
+    # link rates for small sizes; for large ones no figure for trn2 is published).
+    neuronlink_efficiency: float = 0.8
+    # Fixed start-up of any collective (CC-core programming): nccom-test's 2-rank 1 KiB all-reduce
+    # takes 58 us in the old example, 6 us in the newer one (facts C3); we take the newer order.
+    collective_launch_s: float = 5e-6
+
+
+DEFAULTS = Assumptions()
+NAMES = tuple(f.name for f in fields(Assumptions))
+
+
+def _bad(source: str, message: str) -> env.NeuronEnvironmentError:
+    return env.NeuronEnvironmentError(f"{source}: {message}. Valid names: {', '.join(NAMES)}.")
+
+
+def merge(base: Assumptions, values: dict, source: str) -> Assumptions:
+    """`base` with `values` applied; every value validated (a finite number >= 0, <= 1 for efficiencies)."""
+    changes = {}
+    for name, raw in values.items():
+        if name not in NAMES:
+            raise _bad(source, f"{name!r} is not an assumption of the cost model")
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            raise _bad(source, f"{name}={raw!r} is not a number") from None
+        if not (value >= 0 and value != float("inf")):
+            raise _bad(source, f"{name}={raw!r} must be a finite number >= 0")
+        if name.endswith("_efficiency") and not (0 < value <= 1):
+            raise _bad(source, f"{name}={raw!r} is an efficiency: use a value in (0, 1]")
+        changes[name] = value
+    return replace(base, **changes)
+
+
+def from_env() -> Assumptions:
+    raw = env.get(env.ESTIMATE_ASSUMPTIONS)
+    if raw is None:
+        return DEFAULTS
+    source = f"{env.ESTIMATE_ASSUMPTIONS}={raw!r}"
+    if "=" not in raw:
+        try:
+            with open(raw) as f:
+                values = json.load(f)
+        except OSError as err:
+            raise _bad(source, f"not 'name=value,...' and not a readable JSON file ({err.strerror})") from None
+        except json.JSONDecodeError as err:
+            raise _bad(source, f"the file is not valid JSON ({err.msg})") from None
+        if not isinstance(values, dict):
+            raise _bad(source, "the JSON file must hold an object of name: value")
+    else:
+        values = {}
+        for item in raw.split(","):
+            if not item.strip():
+                continue
+            name, sep, value = item.partition("=")
+            if not sep:
+                raise _bad(source, f"{item!r} is not name=value")
+            values[name.strip()] = value.strip()
+    return merge(DEFAULTS, values, source)
+
+
+def resolve(overrides: dict | None = None) -> Assumptions:
+    base = from_env()
+    if overrides:
+        base = merge(base, overrides, "assumptions argument")
+    return base

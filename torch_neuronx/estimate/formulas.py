@@ -1,0 +1,149 @@
+"""What an ATen op costs: FLOPs (PyTorch's flop_counter registry), bytes, engine, category.
+
+FLOPs come from `torch.utils.flop_counter`'s registry (mm, addmm, bmm, baddbmm, convolution,
+SDPA/flash/efficient attention forward and backward, _scaled_mm, ...), extended here, keyed the
+same way, for the CPU attention kernels the virtual core runs (`register_flops`). Ops without a
+FLOP formula are Vector/Scalar engine work by element count.
+"""
+from __future__ import annotations
+
+import warnings
+
+import torch
+from torch.utils import flop_counter
+from torch.utils._pytree import tree_flatten
+
+aten = torch.ops.aten
+
+_extra_flops: dict = {}
+
+
+def register_flops(*packets):
+    """Decorator: a FLOP formula `f(*args, out_val=None, **kwargs) -> int` for ATen op packets."""
+    def wrap(fn):
+        for p in packets:
+            _extra_flops[p] = fn
+        return fn
+    return wrap
+
+
+def _shape(t):
+    return tuple(t.shape)
+
+
+if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu"):
+    @register_flops(aten._scaled_dot_product_flash_attention_for_cpu)
+    def _sdpa_cpu(query, key, value, *args, out_val=None, **kwargs):
+        return flop_counter.sdpa_flop_count(_shape(query), _shape(key), _shape(value))
+
+    @register_flops(aten._scaled_dot_product_flash_attention_for_cpu_backward)
+    def _sdpa_cpu_bw(grad_out, query, key, value, *args, out_val=None, **kwargs):
+        return flop_counter.sdpa_backward_flop_count(_shape(grad_out), _shape(query), _shape(key),
+                                                     _shape(value))
+
+
+def flops(func, args, kwargs, out) -> int | None:
+    """FLOPs of one call, or None when PyTorch has no formula for the op."""
+    packet = func._overloadpacket
+    fn = _extra_flops.get(packet) or flop_counter.flop_registry.get(packet)
+    if fn is None:
+        return None
+    return int(fn(*args, **(kwargs or {}), out_val=out))
+
+
+ATTENTION = {"_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_backward",
+             "_scaled_dot_product_efficient_attention", "_scaled_dot_product_efficient_attention_backward",
+             "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_cudnn_attention_backward",
+             "_flash_attention_forward", "_flash_attention_backward", "_efficient_attention_forward",
+             "_efficient_attention_backward", "_scaled_dot_product_flash_attention_for_cpu",
+             "_scaled_dot_product_flash_attention_for_cpu_backward", "flex_attention",
+             "flex_attention_backward"}
+# ScalarE (activation engine) work: transcendentals (facts A6; nki-notes engine table)
+SCALAR = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh", "sigmoid", "gelu", "silu",
+          "erf", "erfc", "softplus", "mish", "sin", "cos", "tan", "asin", "acos", "atan", "sqrt",
+          "rsqrt", "reciprocal", "pow", "gelu_backward", "silu_backward", "sigmoid_backward",
+          "tanh_backward", "elu", "selu", "logit", "_softmax", "_log_softmax", "_softmax_backward_data",
+          "_log_softmax_backward_data"}
+# Known vector-engine ops that have no pointwise/reduction tag: (category, passes over elements)
+VECTOR = {
+    "native_layer_norm": ("reduction", 3), "native_layer_norm_backward": ("reduction", 4),
+    "_fused_rms_norm": ("reduction", 3), "_fused_rms_norm_backward": ("reduction", 4),
+    "native_group_norm": ("reduction", 3), "native_group_norm_backward": ("reduction", 4),
+    "_native_batch_norm_legit": ("reduction", 3), "native_batch_norm_backward": ("reduction", 4),
+    "_softmax": ("reduction", 3), "_log_softmax": ("reduction", 3),
+    "_softmax_backward_data": ("reduction", 2), "_log_softmax_backward_data": ("reduction", 2),
+    "embedding": ("copy", 1), "embedding_dense_backward": ("copy", 1), "index_select": ("copy", 1),
+    "gather": ("copy", 1), "scatter": ("copy", 1), "scatter_add": ("elementwise", 1),
+    "index_add": ("elementwise", 1), "index_put": ("copy", 1), "index": ("copy", 1),
+    "cat": ("copy", 1), "stack": ("copy", 1), "copy": ("copy", 1), "_to_copy": ("copy", 1),
+    "clone": ("copy", 1), "contiguous": ("copy", 1), "fill": ("copy", 1), "zero": ("copy", 1),
+    "constant_pad_nd": ("copy", 1), "masked_fill": ("elementwise", 1), "where": ("elementwise", 2),
+    "nll_loss_forward": ("reduction", 1), "nll_loss_backward": ("elementwise", 1),
+    "cumsum": ("reduction", 1), "topk": ("reduction", 2), "sort": ("reduction", 4),
+    "argmax": ("reduction", 1), "argmin": ("reduction", 1), "max": ("reduction", 1),
+    "min": ("reduction", 1), "triu": ("elementwise", 1), "tril": ("elementwise", 1),
+    "arange": ("copy", 1), "full": ("copy", 1), "scalar_tensor": ("copy", 1),
+    "bernoulli": ("elementwise", 1), "native_dropout": ("elementwise", 2),
+    "native_dropout_backward": ("elementwise", 2), "uniform": ("elementwise", 1),
+    "normal": ("elementwise", 1), "random": ("elementwise", 1), "rand": ("elementwise", 1),
+    "randn": ("elementwise", 1), "repeat": ("copy", 1), "roll": ("copy", 1), "flip": ("copy", 1),
+    "_unsafe_index": ("copy", 1), "select_backward": ("copy", 1), "slice_backward": ("copy", 1),
+    "nonzero": ("copy", 1),
+}
+# metadata-only ops: no device work at all
+FREE = {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "detach",
+        "lift_fresh", "alias", "_local_scalar_dense", "sym_size", "sym_stride", "sym_numel",
+        "set_", "resize_", "_has_compatible_shallow_copy_type", "is_same_size", "record_stream",
+        "_resize_output", "_unsafe_view", "_reshape_alias", "equal"}
+NO_DEVICE_NAMESPACES = {"c10d", "_c10d_functional", "_c10d_functional_autograd", "_dtensor", "prim",
+                        "profiler", "_nested_tensor"}
+
+
+def op_name(func) -> str:
+    return func._overloadpacket._qualified_op_name.replace("::", ".")
+
+
+def is_view(func) -> bool:
+    return bool(getattr(func, "is_view", False)) or func._overloadpacket.__name__ in FREE
+
+
+def tensors(tree):
+    leaves, _ = tree_flatten(tree)
+    return [t for t in leaves if isinstance(t, torch.Tensor)]
+
+
+def touched_bytes(t: torch.Tensor) -> int:
+    """Bytes a kernel reads or writes for `t`: broadcast (stride-0) dimensions are read once."""
+    n = 1
+    for size, stride in zip(t.shape, t.stride()):
+        if stride != 0:
+            n *= size
+    return n * t.element_size()
+
+
+def classify(func) -> tuple[str, str, int, bool]:
+    """(category, engine, passes over the elements, modelled) of an op without a FLOP formula."""
+    name = func._overloadpacket.__name__.rstrip("_")
+    if name in VECTOR:
+        category, passes = VECTOR[name]
+        engine = "scalar" if name in SCALAR else ("dma" if category == "copy" else "vector")
+        return category, engine, passes, True
+    tags = getattr(func, "tags", ())
+    if torch.Tag.reduction in tags:
+        return "reduction", "vector", 1, True
+    if torch.Tag.pointwise in tags:
+        return "elementwise", ("scalar" if name in SCALAR else "vector"), 1, True
+    return "elementwise", "vector", 1, False
+
+
+_warned: set[str] = set()
+
+
+def warn_unmodelled(name: str) -> None:
+    """An op with no model says so once per process; it is then counted as a Vector-engine op."""
+    if name in _warned:
+        return
+    _warned.add(name)
+    warnings.warn(f"torch_neuronx.estimate: no cost model for {name}; counted as a Vector-engine "
+                  "op by element count (register a FLOP formula with torch_neuronx.estimate."
+                  "register_flops to refine it)", RuntimeWarning, stacklevel=3)

@@ -1,0 +1,126 @@
+"""The cost model's view of the hardware: one *logical* NeuronCore of an instance type.
+
+All figures come from the one hardware description (`neuron_hardware`, sources next to each
+figure); LNC=2 pairs two physical cores, so a logical core has twice their engines and HBM
+bandwidth. Efficiencies and launch costs are assumptions (assumptions.py), never facts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import neuron_hardware
+
+from . import assumptions as assumptions_mod
+from ..runtime import env
+
+# torch dtype names -> the TensorEngine rate they run at. Integer matmuls have no integer
+# datapath and run in fp32 (facts A1); float64 has no native type (facts A1: unverified): fp32.
+_TENSOR_DTYPE = {
+    "bfloat16": "bfloat16", "float16": "float16", "float32": "float32", "tf32": "tf32",
+    "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
+    "float8_e4m3fnuz": "float8_e4m3fnuz", "float8_e5m2fnuz": "float8_e5m2fnuz",
+    "float64": "float32", "int8": "float32", "uint8": "float32", "int16": "float32",
+    "int32": "float32", "int64": "float32", "bool": "float32",
+    "complex64": "float32", "complex128": "float32",
+}
+LOW_PRECISION = {"bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+                 "float8_e5m2fnuz"}
+
+
+def dtype_name(dtype) -> str:
+    """'bfloat16' for torch.bfloat16 or 'bfloat16'; raises naming the valid dtypes."""
+    name = str(dtype).replace("torch.", "")
+    if name not in _TENSOR_DTYPE:
+        raise ValueError(f"dtype {dtype!r} is not modelled; use one of: {', '.join(sorted(_TENSOR_DTYPE))}")
+    return name
+
+
+@dataclass(frozen=True)
+class Hardware:
+    instance: neuron_hardware.InstanceSpec
+    lnc: int
+    assumptions: assumptions_mod.Assumptions
+
+    @property
+    def chip(self) -> neuron_hardware.ChipSpec:
+        return self.instance.chip
+
+    @property
+    def name(self) -> str:
+        return f"{self.instance.name} LNC={self.lnc}"
+
+    @property
+    def logical_cores_per_chip(self) -> int:
+        return self.chip.physical_cores // self.lnc
+
+    @property
+    def logical_cores(self) -> int:
+        return self.logical_cores_per_chip * self.instance.chips
+
+    def tensor_flops(self, dtype) -> float:
+        """Dense TensorEngine peak FLOP/s of one logical core for `dtype`."""
+        return self.chip.tensor_peak(_TENSOR_DTYPE[dtype_name(dtype)]) * self.lnc
+
+    @property
+    def peak_flops_bf16(self) -> float:
+        return self.tensor_flops("bfloat16")
+
+    @property
+    def hbm_bytes_per_s(self) -> float:
+        """HBM bandwidth of one logical core: the chip's split over its physical cores (facts C1)."""
+        return self.chip.hbm_bytes_per_s / self.chip.physical_cores * self.lnc
+
+    def vector_elems_per_s(self, dtype, inputs: int = 1) -> float:
+        """VectorE element rate of one logical core: 128 lanes x clock, N cycles per one-input and
+        2N per two-input instruction; trn2+ perf mode 4x / 2x for bf16/fp16 (facts C1-isa,
+        nki/simulator/cost.py: the same rule the simulator charges)."""
+        rate = self.chip.partitions * self.chip.dve_ghz * 1e9 * self.lnc / max(1, min(inputs, 2))
+        if self.chip.dve_perf_mode and dtype_name(dtype) in ("bfloat16", "float16"):
+            rate *= 2 if inputs >= 2 else 4
+        return rate
+
+    def scalar_elems_per_s(self, dtype) -> float:
+        """ScalarE element rate: 128 lanes x clock; trn3 2x for bf16/fp16/fp8 (nki-notes section 1)."""
+        rate = self.chip.partitions * self.chip.act_ghz * 1e9 * self.lnc
+        if self.chip.act_lowp_x2 and dtype_name(dtype) in LOW_PRECISION:
+            rate *= 2
+        return rate
+
+    def describe(self) -> dict:
+        return {"instance": self.instance.name, "chip": self.chip.name, "lnc": self.lnc,
+                "peak_bf16_flops": self.peak_flops_bf16, "peak_fp32_flops": self.tensor_flops("float32"),
+                "hbm_bytes_per_s": self.hbm_bytes_per_s, "logical_cores": self.logical_cores}
+
+
+def _default_instance() -> str:
+    return env.get(env.INSTANCE_TYPE) or neuron_hardware.DEFAULT_INSTANCE_TYPE
+
+
+def hardware(instance_type: str | None = None, lnc: int | None = None, *,
+             assumptions: dict | None = None) -> Hardware:
+    """The cost model's hardware: one logical core of `instance_type` at `lnc`.
+
+    Args:
+        instance_type: e.g. "trn2.48xlarge", "trn3.3xlarge"; default TORCH_NEURONX_INSTANCE_TYPE,
+            else trn2.3xlarge. Does not start the device.
+        lnc: 1 or 2; default NEURON_LOGICAL_NC_CONFIG, else the chip's default (2 on trn2/trn3).
+        assumptions: overrides of the named assumptions (see assumptions.py).
+    """
+    name = instance_type if instance_type is not None else _default_instance()
+    if name not in neuron_hardware.INSTANCES:
+        known = ", ".join(sorted(neuron_hardware.INSTANCES))
+        source = "instance_type" if instance_type is not None else env.INSTANCE_TYPE
+        raise ValueError(f"{source}={name!r} is not a known instance type; use one of: {known}")
+    spec = neuron_hardware.INSTANCES[name]
+    source = "lnc"
+    if lnc is None:
+        lnc = env.parse_int(env.LOGICAL_NC_CONFIG, minimum=1)
+        source = env.LOGICAL_NC_CONFIG
+        if lnc is None:
+            lnc = spec.chip.default_lnc
+        elif lnc not in spec.chip.supported_lnc and instance_type is not None:
+            lnc = spec.chip.default_lnc   # the environment's LNC belongs to another chip
+    if isinstance(lnc, bool) or not isinstance(lnc, int) or lnc not in spec.chip.supported_lnc:
+        allowed = " or ".join(str(v) for v in spec.chip.supported_lnc)
+        raise ValueError(f"{source}={lnc!r} is not supported on {spec.chip.name}; use {allowed}")
+    return Hardware(spec, lnc, assumptions_mod.resolve(assumptions))

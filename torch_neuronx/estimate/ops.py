@@ -1,0 +1,101 @@
+"""Per-op roofline estimate: time = max(FLOPs / engine rate, bytes / HBM bandwidth) + launch.
+
+Shapes, strides and dtypes are all it reads, so real neuron tensors, FakeTensors and meta tensors
+give the same answer (the dry-run planner calls it with shapes only).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from . import formulas
+from .hardware import LOW_PRECISION, Hardware, dtype_name
+from .hardware import hardware as _hardware
+
+
+@dataclass(frozen=True)
+class OpEstimate:
+    name: str            # "aten.mm"
+    seconds: float       # estimated device time, launch included
+    bound: str           # "compute" | "memory" | "launch" | "none" (metadata only, no device work)
+    category: str        # "matmul" | "attention" | "elementwise" | "reduction" | "copy" | "view" | "collective"
+    flops: int
+    bytes: int           # HBM bytes read + written
+    engine: str          # "tensor" | "vector" | "scalar" | "dma" | "none" | "collective"
+    compute_s: float = 0.0
+    memory_s: float = 0.0
+    launch_s: float = 0.0
+    dtype: str = ""
+    modelled: bool = True   # False: no model for the op; counted as Vector-engine work
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _free(name: str, category: str, engine: str = "none") -> OpEstimate:
+    return OpEstimate(name, 0.0, "none", category, 0, 0, engine)
+
+
+def _vector_dtype(ts) -> str:
+    names = [dtype_name(t.dtype) for t in ts if t.is_floating_point()]
+    if names and all(n in LOW_PRECISION for n in names):
+        return names[0]
+    return "float32"
+
+
+def roofline(name, category, engine, flops, nbytes, compute_s, hw: Hardware, launch_s: float,
+             dtype: str, modelled: bool = True) -> OpEstimate:
+    memory_s = nbytes / (hw.hbm_bytes_per_s * hw.assumptions.hbm_efficiency)
+    body = max(compute_s, memory_s)
+    if launch_s > body:
+        bound = "launch"
+    else:
+        bound = "compute" if compute_s >= memory_s else "memory"
+    return OpEstimate(name, body + launch_s, bound, category, int(flops), int(nbytes), engine,
+                      compute_s, memory_s, launch_s, dtype, modelled)
+
+
+def op_estimate(func, args, kwargs, out, *, hardware: Hardware | None = None,
+                launch_s: float | None = None) -> OpEstimate:
+    """Estimated Trainium device time of one ATen op call.
+
+    Args:
+        func: the OpOverload (as a TorchDispatchMode sees it), e.g. torch.ops.aten.mm.default.
+        args, kwargs, out: its arguments and result (real, fake or meta tensors).
+        hardware: from `torch_neuronx.estimate.hardware()`; default: the environment's instance.
+        launch_s: launch overhead to add; default the eager one (assumption `eager_launch_s`).
+    """
+    hw = hardware if hardware is not None else _hardware()
+    name = formulas.op_name(func)
+    namespace = name.split(".", 1)[0]
+    if namespace in formulas.NO_DEVICE_NAMESPACES:
+        return _free(name, "collective" if "c10d" in namespace else "view",
+                     "collective" if "c10d" in namespace else "none")
+    if formulas.is_view(func):
+        return _free(name, "view")
+    launch = hw.assumptions.eager_launch_s if launch_s is None else launch_s
+    ins = formulas.tensors((args, kwargs))
+    outs = formulas.tensors(out)
+    nbytes = sum(formulas.touched_bytes(t) for t in ins) + sum(formulas.touched_bytes(t) for t in outs)
+    flops = formulas.flops(func, args, kwargs, out)
+    packet = func._overloadpacket.__name__
+    if flops is not None:
+        dtype = dtype_name(ins[0].dtype) if ins else "float32"
+        category = "attention" if packet in formulas.ATTENTION else "matmul"
+        compute_s = flops / (hw.tensor_flops(dtype) * hw.assumptions.matmul_efficiency)
+        return roofline(name, category, "tensor", flops, nbytes, compute_s, hw, launch, dtype)
+    category, engine, passes, modelled = formulas.classify(func)
+    if not modelled:
+        formulas.warn_unmodelled(name)
+    every = ins + outs
+    if not every:
+        return roofline(name, category, engine, 0, 0, 0.0, hw, launch, "", modelled)
+    elems = max(t.numel() for t in every)
+    dtype = _vector_dtype(every)
+    if engine == "dma":      # data movement: HBM traffic only
+        compute_s = 0.0
+    elif engine == "scalar":
+        compute_s = passes * elems / (hw.scalar_elems_per_s(dtype) * hw.assumptions.vector_efficiency)
+    else:
+        inputs = min(2, sum(1 for t in ins if t.numel() > 1)) or 1
+        compute_s = passes * elems / (hw.vector_elems_per_s(dtype, inputs) * hw.assumptions.vector_efficiency)
+    return roofline(name, category, engine, 0, nbytes, compute_s, hw, launch, dtype, modelled)
