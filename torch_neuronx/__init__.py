@@ -42,3 +42,12 @@ def routed_ops() -> list[str]:
     from . import _C
 
     return list(_C._routed_ops())
+
+
+def __getattr__(name: str):
+    # `torch_neuronx.estimate(...)` loads the cost model on first use (not at `import torch`)
+    if name == "estimate":
+        import importlib
+
+        return importlib.import_module(".estimate", __name__)
+    raise AttributeError(f"module 'torch_neuronx' has no attribute {name!r}")

@@ -23,8 +23,22 @@ See docs/estimate.md.
 """
 from __future__ import annotations
 
+import sys
+import types
+
+from .api import Estimate, estimate
 from .formulas import register_flops
 from .hardware import Hardware, hardware
 from .ops import OpEstimate, op_estimate
 
-__all__ = ["Hardware", "OpEstimate", "hardware", "op_estimate", "register_flops"]
+__all__ = ["Estimate", "Hardware", "OpEstimate", "estimate", "hardware", "op_estimate", "register_flops"]
+
+
+class _CallableModule(types.ModuleType):
+    """`torch_neuronx.estimate(...)` is the package and the context manager factory at once."""
+
+    def __call__(self, *args, **kwargs) -> Estimate:
+        return estimate(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

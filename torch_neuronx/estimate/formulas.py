@@ -88,7 +88,14 @@ VECTOR = {
     "normal": ("elementwise", 1), "random": ("elementwise", 1), "rand": ("elementwise", 1),
     "randn": ("elementwise", 1), "repeat": ("copy", 1), "roll": ("copy", 1), "flip": ("copy", 1),
     "_unsafe_index": ("copy", 1), "select_backward": ("copy", 1), "slice_backward": ("copy", 1),
-    "nonzero": ("copy", 1),
+    "nonzero": ("copy", 1), "ones_like": ("copy", 1), "zeros_like": ("copy", 1),
+    "full_like": ("copy", 1), "ones": ("copy", 1), "zeros": ("copy", 1), "rand_like": ("elementwise", 1),
+    "randn_like": ("elementwise", 1), "new_zeros": ("copy", 1), "new_ones": ("copy", 1),
+    "new_full": ("copy", 1), "lerp": ("elementwise", 2), "addcmul": ("elementwise", 2),
+    "addcdiv": ("elementwise", 2), "_foreach_add": ("elementwise", 2), "_foreach_mul": ("elementwise", 2),
+    "linalg_vector_norm": ("reduction", 1), "var_mean": ("reduction", 2), "var": ("reduction", 2),
+    "std": ("reduction", 2), "logsumexp": ("reduction", 2), "masked_scatter": ("copy", 1),
+    "native_dropout": ("elementwise", 2),
 }
 # metadata-only ops: no device work at all
 FREE = {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "detach",

@@ -1,0 +1,102 @@
+"""`torch_neuronx.estimate()`: collect estimated Trainium times of everything run inside it."""
+from __future__ import annotations
+
+from . import state
+from .hardware import hardware as _hardware
+from .report import Report
+
+
+class Estimate(Report):
+    """Context manager and result: `with torch_neuronx.estimate() as est: ...; est.summary()`.
+
+    Eager ops are observed by a TorchDispatchMode (mode.py), compiled graphs by the neuron
+    compile backend (graphs.py), collectives by the neuron process group (collectives.py).
+    Per-module attribution uses torch.distributed._tools.mod_tracker.ModTracker.
+    """
+
+    def __init__(self, instance: str | None = None, lnc: int | None = None, *,
+                 assumptions: dict | None = None, include_fake: bool = False) -> None:
+        super().__init__(_hardware(instance, lnc, assumptions=assumptions))
+        self._include_fake = include_fake
+        self._suppress = 0
+        self._mode = None
+        self._tracker = None
+        self._previous = None
+        self.rank, self.world_size = _rank()
+
+    # ---- context -------------------------------------------------------------
+    def __enter__(self) -> "Estimate":
+        from torch.distributed._tools.mod_tracker import ModTracker
+
+        from .mode import EstimateMode
+
+        if self._mode is not None:
+            raise RuntimeError("this estimate is already collecting; create a new torch_neuronx.estimate()")
+        self._tracker = ModTracker()
+        self._tracker.__enter__()
+        self._mode = EstimateMode(self, self._include_fake)
+        self._mode.__enter__()
+        self._previous, state.active = state.active, self
+        return self
+
+    def __exit__(self, *exc) -> None:
+        state.active = self._previous
+        self._mode.__exit__(*exc)
+        self._tracker.__exit__(*exc)
+        self._mode = None
+
+    # ---- recording (used by mode, graphs, collectives) -------------------------
+    def _where(self) -> tuple[tuple, str]:
+        t = self._tracker
+        if t is None:
+            return (), "forward"
+        return tuple(t.parents), ("backward" if t.is_bw else "forward")
+
+    def record_op(self, e, device: int) -> None:
+        modules, phase = self._where()
+        if not e.modelled:
+            self.unmodelled.add(e.name)
+        self.record("op", e.name, e.seconds, e.category, launch_s=e.launch_s, flops=e.flops,
+                    nbytes=e.bytes, bound=e.bound, device=device, phase=phase, modules=modules)
+
+    def record_graph(self, g, device: int, phase: str | None = None) -> None:
+        modules, here = self._where()
+        self.record("graph", g.name, g.seconds, "graph", launch_s=g.launch_s, flops=g.flops,
+                    nbytes=g.bytes, bound=g.bound, device=device, phase=phase or here,
+                    modules=modules, detail=g.breakdown())
+
+    def record_collective(self, c, device: int) -> None:
+        modules, phase = self._where()
+        self.record("collective", c.name, c.seconds, f"collective:{c.kind}", flops=0,
+                    nbytes=c.bytes, bound=c.bound, device=device, phase=phase, modules=modules,
+                    detail=c.as_detail())
+
+    def as_dict(self) -> dict:
+        data = super().as_dict()
+        data["rank"], data["world_size"] = self.rank, self.world_size
+        return data
+
+
+def _rank() -> tuple[int, int]:
+    import os
+
+    try:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except Exception:  # noqa: BLE001 - a rank is a label here, never a failure
+        pass
+    return int(os.environ.get("RANK", 0) or 0), int(os.environ.get("WORLD_SIZE", 1) or 1)
+
+
+def estimate(instance: str | None = None, lnc: int | None = None, *, assumptions: dict | None = None,
+             include_fake: bool = False) -> Estimate:
+    """Collect estimated Trainium device time of the code run inside `with`.
+
+    Args:
+        instance: instance type, e.g. "trn3.48xlarge" (default TORCH_NEURONX_INSTANCE_TYPE).
+        lnc: logical core size 1 or 2 (default NEURON_LOGICAL_NC_CONFIG, else the chip's default).
+        assumptions: overrides of named assumptions, e.g. {"eager_launch_s": 20e-6}.
+        include_fake: also estimate ops on FakeTensors (shape-only dry runs).
+    """
+    return Estimate(instance, lnc, assumptions=assumptions, include_fake=include_fake)

@@ -1,0 +1,57 @@
+"""The dispatch mode that sees every eager ATen op on neuron while an estimate is collected.
+
+Modelled on torch.distributed._tools.runtime_estimator: a TorchDispatchMode runs each op
+unchanged, then records its estimate, attributed to the nn.Module paths ModTracker reports
+(forward or backward). It is pushed only inside `estimate()`, so outside it costs nothing.
+"""
+from __future__ import annotations
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from .ops import op_estimate
+
+_NEURON = "privateuseone"
+
+
+def _device_of(leaves, include_fake: bool) -> int | None:
+    """Index of the first neuron tensor among the op's tensors (None: not a neuron op)."""
+    for t in leaves:
+        if isinstance(t, torch.Tensor):
+            dev = t.device
+            if dev.type == "neuron" or dev.type == _NEURON:
+                if not include_fake and isinstance(t, torch._subclasses.FakeTensor):
+                    continue
+                return dev.index or 0
+            if include_fake and isinstance(t, torch._subclasses.FakeTensor):
+                return 0
+    return None
+
+
+class EstimateMode(TorchDispatchMode):
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        # torch.compile keeps compiling under this mode; compiled graphs are estimated by
+        # graphs.py, and Dynamo's fake-tensor tracing is skipped below (not neuron memory).
+        return True
+
+    def __init__(self, est, include_fake: bool = False) -> None:
+        super().__init__()
+        self.est = est
+        self.include_fake = include_fake
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        est = self.est
+        if est._suppress:
+            return out
+        leaves, _ = tree_flatten((args, kwargs, out))
+        device = _device_of(leaves, self.include_fake)
+        if device is None:
+            return out
+        e = op_estimate(func, args, kwargs, out, hardware=est.hardware)
+        if e.bound == "none":
+            return out
+        est.record_op(e, device)
+        return out
