@@ -207,6 +207,13 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, mode: str | None = N
     if passes.symbolic_inputs(gm, example_inputs):
         # Dynamo's automatic dynamic shapes (dynamic=None): keep neuron static; the
         # specializer counts one recompilation per new shape when it is called.
-        return _StaticSpecializer(gm, opts, fn, graph_name)
+        return _estimated(gm, _StaticSpecializer(gm, opts, fn, graph_name), graph_name)
     _note_compile(fn, is_recompile, example_inputs, opts)
-    return _compile_static(gm, example_inputs, opts, fn, graph_name)
+    return _estimated(gm, _compile_static(gm, example_inputs, opts, fn, graph_name), graph_name)
+
+
+def _estimated(gm, compiled, graph_name: str):
+    """Inside torch_neuronx.estimate() each call counts as one fused program (estimate/graphs.py)."""
+    from ..estimate.graphs import observe
+
+    return observe(gm, compiled, graph_name)

@@ -63,7 +63,7 @@ class Estimate(Report):
         modules, here = self._where()
         self.record("graph", g.name, g.seconds, "graph", launch_s=g.launch_s, flops=g.flops,
                     nbytes=g.bytes, bound=g.bound, device=device, phase=phase or here,
-                    modules=modules, detail=g.breakdown())
+                    modules=modules, detail={**g.breakdown(), "explain": g.explain()})
 
     def record_collective(self, c, device: int) -> None:
         modules, phase = self._where()

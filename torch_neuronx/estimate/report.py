@@ -133,6 +133,11 @@ class Report:
             lines.append(f"{'module':<40}{'forward':>12}{'backward':>12}")
             for name, row in sorted(mods.items(), key=lambda kv: -sum(kv[1].values()))[:top]:
                 lines.append(f"{name[:39]:<40}{_fmt(row['forward']):>12}{_fmt(row['backward']):>12}")
+        seen = set()
+        for e in self.events:
+            if e.kind == "graph" and e.name not in seen:
+                seen.add(e.name)
+                lines.append("compiled " + e.detail.get("explain", e.name))
         if self.unmodelled:
             lines.append("no cost model (counted as Vector-engine ops): " + ", ".join(sorted(self.unmodelled)))
         lines.append("(estimates from the documented model in docs/estimate.md, not measurements)")
