@@ -368,3 +368,9 @@ def _copy_ag_opts(opts) -> AllgatherOptions:
     new.timeout = opts.timeout
     new.asyncOp = opts.asyncOp
     return new
+
+
+# Estimated Trainium time of each collective inside torch_neuronx.estimate() (estimate/collectives.py).
+from ..estimate.collectives import observe_process_group  # noqa: E402
+
+observe_process_group(ProcessGroupNeuron)

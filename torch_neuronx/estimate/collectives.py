@@ -1,0 +1,181 @@
+"""Collectives: latency + bytes / bandwidth, with the algorithm chosen from where the ranks sit.
+
+Placement of a group (ranks assumed laid out as torchrun does: LOCAL_WORLD_SIZE ranks per
+instance, local rank i on logical core i):
+- "chip":       all ranks on logical cores of one chip: data moves through the chip's HBM by DMA;
+- "neuronlink": one instance, several chips: a ring embedded in the instance's 2D torus (trn1,
+                trn2) or through NeuronSwitch (trn3), at the per-chip NeuronLink bandwidth shared
+                by the group's ranks on each chip;
+- "efa":        several instances: a ring whose slowest hop is EFA, shared by the ranks of an instance.
+Ring algorithms (NCCL's busbw conventions, as nccom-test reports them, facts C3):
+all_reduce 2(n-1) steps moving 2(n-1)/n of the bytes per rank; all_gather / reduce_scatter and
+all_to_all n-1 steps moving (n-1)/n of the full size; broadcast / reduce a pipelined ring moving
+the bytes once; send/recv one step. time = collective_launch_s + steps x step latency +
+bytes moved / bandwidth. Ignored: contention with compute DMA, CC-core scheduling, tree or
+hierarchical algorithms the Neuron runtime may pick for small messages.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import os
+from dataclasses import asdict, dataclass
+
+from . import state
+from .hardware import Hardware
+from .hardware import hardware as _hardware
+
+KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce",
+         "gather", "scatter", "send", "recv", "barrier")
+
+
+@dataclass(frozen=True)
+class CollectiveEstimate:
+    name: str
+    kind: str
+    seconds: float
+    bytes: int
+    group_size: int
+    placement: str
+    algorithm: str
+    latency_s: float
+    transfer_s: float
+    bus_bytes_per_s: float     # the bandwidth one rank's traffic gets
+    bound: str
+
+    def as_detail(self) -> dict:
+        return asdict(self)
+
+
+def placement(group_size: int, hw: Hardware, ranks=None, local_world_size: int | None = None) -> str:
+    """Where a group's ranks sit: "self", "chip", "neuronlink" or "efa"."""
+    if group_size <= 1:
+        return "self"
+    ranks = list(ranks) if ranks is not None else list(range(group_size))
+    per_node = local_world_size or int(os.environ.get("LOCAL_WORLD_SIZE", 0) or 0) or hw.logical_cores
+    nodes = {r // per_node for r in ranks}
+    if len(nodes) > 1:
+        return "efa"
+    chips = {(r % per_node) // hw.logical_cores_per_chip for r in ranks}
+    return "chip" if len(chips) == 1 else "neuronlink"
+
+
+def _steps_and_traffic(kind: str, n: int, nbytes: int) -> tuple[int, float]:
+    if kind == "all_reduce":
+        return 2 * (n - 1), 2 * (n - 1) / n * nbytes
+    if kind in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter"):
+        return n - 1, (n - 1) / n * nbytes
+    if kind in ("broadcast", "reduce"):
+        return n - 1, float(nbytes)
+    if kind in ("send", "recv"):
+        return 1, float(nbytes)
+    if kind == "barrier":
+        return 2 * math.ceil(math.log2(n)), 0.0
+    raise ValueError(f"collective kind {kind!r} is not modelled; use one of: {', '.join(KINDS)}")
+
+
+def collective_estimate(kind: str, nbytes: int, group_size: int, *, where: str | None = None,
+                        ranks=None, hardware: Hardware | None = None, name: str | None = None
+                        ) -> CollectiveEstimate:
+    """Estimated time of one collective.
+
+    Args:
+        kind: one of KINDS. nbytes: the full buffer (all_gather: the gathered output;
+            reduce_scatter: the input before scattering; all_reduce: the tensor).
+        group_size: ranks in the group. where: "chip" | "neuronlink" | "efa" (default: from ranks).
+    """
+    if group_size < 1:
+        raise ValueError(f"group_size={group_size} must be >= 1")
+    hw = hardware if hardware is not None else _hardware()
+    a = hw.assumptions
+    where = where or placement(group_size, hw, ranks)
+    steps, traffic = _steps_and_traffic(kind, max(group_size, 1), int(nbytes)) if group_size > 1 else (0, 0.0)
+    inst = hw.instance
+    if where == "self":
+        bw, lat, algo = float("inf"), 0.0, "local"
+    elif where == "chip":
+        # each step reads and writes HBM of the chip (facts C1 HBM/chip); ranks share the chip
+        bw = hw.chip.hbm_bytes_per_s * a.hbm_efficiency / (2 * min(group_size, hw.logical_cores_per_chip))
+        lat, algo = a.same_chip_step_latency_s, "ring through HBM (same chip)"
+    elif where == "neuronlink":
+        sharing = min(group_size, hw.logical_cores_per_chip)
+        bw = inst.neuronlink_bytes_per_s * a.neuronlink_efficiency / sharing
+        topo = "NeuronSwitch" if inst.topology == "switch" else "NeuronLink 2D torus"
+        lat, algo = a.neuronlink_step_latency_s, f"ring over {topo}"
+    elif where == "efa":
+        if inst.efa_bytes_per_s <= 0:
+            raise ValueError(f"{inst.name} has no EFA figure; choose a multi-instance type such as trn2.48xlarge")
+        sharing = min(group_size, hw.logical_cores)
+        bw = inst.efa_bytes_per_s * a.efa_efficiency / sharing
+        lat, algo = a.efa_step_latency_s, "ring across instances over EFA"
+    else:
+        raise ValueError(f"where={where!r} is not a placement; use chip, neuronlink or efa")
+    latency = a.collective_launch_s + steps * lat if group_size > 1 else 0.0
+    transfer = traffic / bw if traffic else 0.0
+    return CollectiveEstimate(name or kind, kind, latency + transfer, int(nbytes), group_size, where,
+                              algo, latency, transfer, bw if bw != float("inf") else 0.0,
+                              "memory" if transfer >= latency else "launch")
+
+
+# ---- the hook in ProcessGroupNeuron -----------------------------------------------------------
+
+def _nbytes(ts) -> int:
+    return sum(t.numel() * t.element_size() for t in ts)
+
+
+def _first(ts):
+    return ts[0] if ts else None
+
+
+# method -> (kind, function of its arguments -> (bytes, a tensor to find the device))
+_METHODS = {
+    "allreduce": ("all_reduce", lambda ts, *a, **k: (_nbytes(ts), _first(ts))),
+    "allreduce_coalesced": ("all_reduce", lambda ts, *a, **k: (_nbytes(ts), _first(ts))),
+    "reduce": ("reduce", lambda ts, *a, **k: (_nbytes(ts), _first(ts))),
+    "reduce_scatter": ("reduce_scatter", lambda outs, ins, *a, **k: (_nbytes(ins[0]) if ins else 0, _first(outs))),
+    "reduce_scatter_single": ("reduce_scatter", lambda out, inp, *a, **k: (_nbytes([inp]), out)),
+    "reduce_scatter_single_coalesced": ("reduce_scatter", lambda outs, ins, *a, **k: (_nbytes(ins), _first(outs))),
+    "broadcast": ("broadcast", lambda ts, *a, **k: (_nbytes(ts), _first(ts))),
+    "allgather": ("all_gather", lambda outs, ins, *a, **k: (_nbytes(outs[0]) if outs else 0, _first(ins))),
+    "all_gather_single": ("all_gather", lambda out, inp, *a, **k: (_nbytes([out]), out)),
+    "allgather_coalesced": ("all_gather", lambda outs, ins, *a, **k: (sum(_nbytes(l) for l in outs), _first(ins))),
+    "all_gather_single_coalesced": ("all_gather", lambda outs, ins, *a, **k: (_nbytes(outs), _first(outs))),
+    "gather": ("gather", lambda outs, ins, *a, **k: (_nbytes(ins) * 1, _first(ins))),
+    "scatter": ("scatter", lambda outs, ins, *a, **k: (_nbytes(outs), _first(outs))),
+    "all_to_all_single": ("all_to_all", lambda out, inp, *a, **k: (_nbytes([inp]), inp)),
+    "alltoall": ("all_to_all", lambda outs, ins, *a, **k: (_nbytes(ins), _first(ins))),
+    "send": ("send", lambda ts, *a, **k: (_nbytes(ts), _first(ts))),
+    "recv": ("recv", lambda ts, *a, **k: (_nbytes(ts), _first(ts))),
+    "barrier": ("barrier", lambda *a, **k: (0, None)),
+}
+
+
+def _wrap(method, kind, measure):
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        est = state.active
+        if est is not None:
+            _record(est, self, kind, measure, args, kwargs)
+        return method(self, *args, **kwargs)
+    return call
+
+
+def _record(est, group, kind, measure, args, kwargs) -> None:
+    try:
+        nbytes, t = measure(*args, **kwargs)
+    except (IndexError, TypeError, AttributeError):
+        return   # an unusual call shape: the collective itself reports any real error
+    if t is not None and t.device.type == "cpu":
+        return
+    c = collective_estimate(kind, nbytes, group.size(), hardware=est.hardware,
+                            name=f"c10d.{kind}")
+    est.record_collective(c, (t.device.index or 0) if t is not None else 0)
+
+
+def observe_process_group(cls) -> None:
+    """Wrap the collectives of a ProcessGroup class so that inside `estimate()` each one on neuron
+    tensors is recorded; outside, each call reads one global and goes on."""
+    for name, (kind, measure) in _METHODS.items():
+        method = cls.__dict__.get(name)
+        if method is not None:
+            setattr(cls, name, _wrap(method, kind, measure))
