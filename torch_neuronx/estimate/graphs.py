@@ -90,12 +90,20 @@ def trace(gm, args, *, backward: bool = True):
         for real, fake in zip(args, fakes):
             if isinstance(real, torch.Tensor) and real.requires_grad and fake.is_leaf:
                 fake.requires_grad_(True)
+        # parameters held by the graph module (get_attr) become fake leaves as well
+        state_fakes = {}
+        for n, p in list(gm.named_parameters()) + list(gm.named_buffers()):
+            f = fake_mode.from_tensor(p)
+            if p.requires_grad:
+                f.requires_grad_(True)
+            state_fakes[n] = f
         with rec:
-            outs = gm(*fakes)
+            outs = torch.func.functional_call(gm, state_fakes, tuple(fakes))
         flat = [o for o in tree_flatten(outs)[0] if isinstance(o, torch.Tensor)]
         out_keys = {"forward": {_key(o) for o in flat}, "backward": set()}
         diff = [o for o in flat if o.requires_grad]
-        leaves = [f for f in fakes if isinstance(f, torch.Tensor) and f.requires_grad]
+        leaves = [f for f in list(fakes) + list(state_fakes.values())
+                  if isinstance(f, torch.Tensor) and f.requires_grad and f.is_leaf]
         if backward and diff and leaves:
             rec.phase = "backward"
             with rec:
