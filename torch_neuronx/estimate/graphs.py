@@ -148,7 +148,9 @@ def program(calls, out_keys, hw: Hardware, name: str) -> dict[str, GraphEstimate
     for (func, a, k, o, ph, e), kern in zip(per, kernel_of):
         kd = kernels.setdefault(kern, {"phase": ph, "compute": 0.0, "reads": set(), "writes": set(),
                                        "boundary": _is_kernel_boundary(e), "flops": 0, "cats": {}})
-        kd["compute"] += e.compute_s
+        # engines of a fused kernel run concurrently: its compute is the busiest engine's work
+        kd.setdefault("engines", {})[e.engine] = kd.setdefault("engines", {}).get(e.engine, 0.0) + e.compute_s
+        kd["compute"] = max(kd["engines"].values())
         kd["flops"] += e.flops
         kd["cats"][e.category] = kd["cats"].get(e.category, 0) + 1
         for t in formulas.tensors((a, k)):

@@ -96,6 +96,7 @@ def op_estimate(func, args, kwargs, out, *, hardware: Hardware | None = None,
     elif engine == "scalar":
         compute_s = passes * elems / (hw.scalar_elems_per_s(dtype) * hw.assumptions.vector_efficiency)
     else:
-        inputs = min(2, sum(1 for t in ins if t.numel() > 1)) or 1
+        # a broadcast operand (per-row scale, bias vector) is an instruction scalar, not a 2nd stream
+        inputs = min(2, sum(1 for t in ins if t.numel() == elems)) or 1
         compute_s = passes * elems / (hw.vector_elems_per_s(dtype, inputs) * hw.assumptions.vector_efficiency)
     return roofline(name, category, engine, 0, nbytes, compute_s, hw, launch, dtype, modelled)
