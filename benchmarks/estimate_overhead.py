@@ -1,0 +1,40 @@
+"""Cost of estimation: a transformer block forward+backward eager on neuron, estimation off vs on.
+
+Prints the ratio on/off measured in the same run (target: on <= 1.3x; off costs nothing, since
+no mode or hook is installed outside `torch_neuronx.estimate()`).
+Run: python benchmarks/estimate_overhead.py
+"""
+import time
+
+import torch
+
+import torch_neuronx
+from tests.estimate.test_eager import Block, _step
+
+
+def _time(fn, reps=10):
+    fn()
+    best = float("inf")
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def main():
+    torch.manual_seed(0)
+    model = Block(d=256, h=4).to("neuron")
+    x = torch.randn(4, 128, 256, device="neuron")
+    off = _time(lambda: _step(model, x))
+
+    def on():
+        with torch_neuronx.estimate():
+            _step(model, x)
+    est = _time(on)
+    print(f"transformer block fwd+bwd eager: off {off * 1e3:.2f} ms, estimate on {est * 1e3:.2f} ms, "
+          f"ratio {est / off:.2f}x (target <= 1.3x)")
+
+
+if __name__ == "__main__":
+    main()
