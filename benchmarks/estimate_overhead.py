@@ -32,8 +32,22 @@ def main():
         with torch_neuronx.estimate():
             _step(model, x)
     est = _time(on)
+
+    def profiled():
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU]):
+            _step(model, x)
+
+    def both():
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU]), torch_neuronx.estimate():
+            _step(model, x)
+    prof = _time(profiled, reps=3)
+    prof_est = _time(both, reps=3)
     print(f"transformer block fwd+bwd eager: off {off * 1e3:.2f} ms, estimate on {est * 1e3:.2f} ms, "
           f"ratio {est / off:.2f}x (target <= 1.3x)")
+    print(f"with torch.profiler (CPU activity): {prof * 1e3:.2f} ms, profiler + estimate "
+          f"{prof_est * 1e3:.2f} ms, ratio {prof_est / prof:.2f}x")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,11 @@ class Estimate(Report):
 
         from .mode import EstimateMode
 
+        import warnings
+
+        # ModTracker's global module hooks make torch.compile(module) warn on every call; they
+        # are ours, not the user's, and fire only while estimating
+        warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
         if self._mode is not None:
             raise RuntimeError("this estimate is already collecting; create a new torch_neuronx.estimate()")
         self._tracker = ModTracker()
@@ -70,6 +75,44 @@ class Estimate(Report):
         self.record("collective", c.name, c.seconds, f"collective:{c.kind}", flops=0,
                     nbytes=c.bytes, bound=c.bound, device=device, phase=phase, modules=modules,
                     detail=c.as_detail())
+
+    def critical_path(self, group=None) -> dict:
+        """Across the ranks of `group` (call on every rank, after the `with` block): the estimated
+        step time when ranks wait for each other at every collective.
+
+        Each rank's stream is cut at its collectives; segment k ends when the slowest rank reaches
+        collective k, which then takes its longest estimate. Returns critical_path_s, each rank's
+        own total_s and how long each rank waits (wait_s).
+        """
+        import torch.distributed as dist
+
+        mine = self._segments()
+        if not (dist.is_available() and dist.is_initialized()):
+            return {"critical_path_s": self.total_s, "total_s": [self.total_s], "wait_s": [0.0]}
+        every: list = [None] * dist.get_world_size(group)
+        dist.all_gather_object(every, mine, group=group)
+        counts = {len(s["collectives"]) for s in every}
+        if len(counts) != 1:
+            raise RuntimeError(f"ranks recorded different numbers of collectives ({sorted(counts)}); "
+                               "the critical path needs the same collectives on every rank")
+        t = 0.0
+        for k in range(counts.pop()):
+            t += max(s["compute"][k] for s in every) + max(s["collectives"][k] for s in every)
+        t += max(s["compute"][-1] for s in every)
+        totals = [s["total_s"] for s in every]
+        return {"critical_path_s": t, "total_s": totals, "wait_s": [t - x for x in totals]}
+
+    def _segments(self) -> dict:
+        compute, collectives, run = [], [], 0.0
+        for e in self.events:
+            if e.kind == "collective":
+                compute.append(run)
+                collectives.append(e.seconds)
+                run = 0.0
+            else:
+                run += e.seconds
+        compute.append(run)
+        return {"compute": compute, "collectives": collectives, "total_s": self.total_s}
 
     def as_dict(self) -> dict:
         data = super().as_dict()
