@@ -227,15 +227,21 @@ def observe(gm, compiled, name: str):
 
 def _run_estimated(est, gm, compiled, name, cache, args):
     sig = (_signature(args), est.hardware.name, est.hardware.assumptions)
-    ests = cache.get(sig)
-    if ests is None:
+    ests = cache.get(sig, False)
+    if ests is False:
         est._suppress += 1
         try:
             ests = estimate_graph(gm, list(args), est.hardware, name,
                                   backward=torch.is_grad_enabled())
+        except Exception as err:  # noqa: BLE001 - estimation must never break the program
+            formulas.warn_unmodelled(f"compiled graph {name} as a fused program ({type(err).__name__}: "
+                                     f"{err}); its extern kernels are counted as eager ops")
+            ests = None
         finally:
             est._suppress -= 1
         cache[sig] = ests
+    if ests is None:
+        return compiled(*args)
     device = _device(args)
     est._suppress += 1
     try:

@@ -10,6 +10,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from . import formulas
 from .ops import op_estimate
 
 _NEURON = "privateuseone"
@@ -50,7 +51,12 @@ class EstimateMode(TorchDispatchMode):
         device = _device_of(leaves, self.include_fake)
         if device is None:
             return out
-        e = op_estimate(func, args, kwargs, out, hardware=est.hardware)
+        try:
+            e = op_estimate(func, args, kwargs, out, hardware=est.hardware)
+        except Exception as err:  # noqa: BLE001 - estimation must never break the program
+            formulas.warn_unmodelled(f"{formulas.op_name(func)} ({type(err).__name__}: {err})")
+            est.unmodelled.add(formulas.op_name(func))
+            return out
         if e.bound == "none":
             return out
         est.record_op(e, device)
