@@ -47,6 +47,9 @@ def test_bad_instance_lnc_and_dtype_name_the_valid_ones(monkeypatch):
         hardware()
     with pytest.raises(ValueError, match="lnc=2 is not supported on trn1; use 1"):
         hardware("trn1.32xlarge", 2)
+    import torch_neuronx
+    with pytest.raises(ValueError, match=r"instance='trn2\.huge'.*trn3\.48xlarge"):
+        torch_neuronx.estimate(instance="trn2.huge")
     with pytest.raises(ValueError, match="dtype 'float128'.*bfloat16"):
         hardware("trn2.3xlarge").tensor_flops("float128")
 

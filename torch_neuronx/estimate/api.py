@@ -16,7 +16,11 @@ class Estimate(Report):
 
     def __init__(self, instance: str | None = None, lnc: int | None = None, *,
                  assumptions: dict | None = None, include_fake: bool = False) -> None:
-        super().__init__(_hardware(instance, lnc, assumptions=assumptions))
+        try:
+            hw = _hardware(instance, lnc, assumptions=assumptions)
+        except ValueError as err:   # name the argument the caller used
+            raise ValueError(str(err).replace("instance_type=", "instance=", 1)) from None
+        super().__init__(hw)
         self._include_fake = include_fake
         self._suppress = 0
         self._mode = None
