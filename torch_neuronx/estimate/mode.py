@@ -47,8 +47,10 @@ class EstimateMode(TorchDispatchMode):
         est = self.est
         if est._suppress:
             return out
-        leaves, _ = tree_flatten((args, kwargs, out))
-        device = _device_of(leaves, self.include_fake)
+        device = _device_of(args, self.include_fake)      # top-level tensors: the common case
+        if device is None:
+            leaves, _ = tree_flatten((args, kwargs, out))
+            device = _device_of(leaves, self.include_fake)
         if device is None:
             return out
         try:
