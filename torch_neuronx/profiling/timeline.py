@@ -1,0 +1,80 @@
+"""A timeline picture of an exported trace: measured host ops above, estimated device track below.
+
+For docs and quick looks where Perfetto is not at hand; needs matplotlib
+(`pip install matplotlib`). `python -m torch_neuronx.profiling.timeline trace.json out.png`.
+"""
+from __future__ import annotations
+
+import sys
+
+from . import trace_file
+
+_COLORS = {"matmul": "#4878d0", "attention": "#6acc64", "elementwise": "#ee854a",
+           "reduction": "#d65f5f", "copy": "#956cb4", "compiled graph": "#8c613c"}
+
+
+def _cpu_rows(ops: list[dict]) -> list[tuple[int, dict]]:
+    """(nesting depth, op) for the host ops of the busiest thread."""
+    threads: dict = {}
+    for e in ops:
+        threads.setdefault(e["tid"], []).append(e)
+    busiest = max(threads.values(), key=len)
+    busiest.sort(key=lambda e: (e["ts"], -e["dur"]))
+    rows, open_ends = [], []
+    for e in busiest:
+        while open_ends and open_ends[-1] <= e["ts"]:
+            open_ends.pop()
+        rows.append((len(open_ends), e))
+        open_ends.append(e["ts"] + e["dur"])
+    return rows
+
+
+def render(trace_path: str, png_path: str, max_depth: int = 4, title: str | None = None) -> str:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as err:
+        raise RuntimeError("rendering a timeline needs matplotlib: pip install matplotlib") from err
+    trace = trace_file.load(trace_path)
+    ops, kernels = trace_file.cpu_ops(trace), trace_file.device_events(trace)
+    if not ops:
+        raise ValueError(f"{trace_path}: the trace has no CPU ops to draw")
+    t0 = min(e["ts"] for e in ops + kernels)
+    names = trace_file.track_names(trace)
+    streams = sorted({(e["pid"], e["tid"]) for e in kernels})
+    cpu = [(d, e) for d, e in _cpu_rows(ops) if d < max_depth]
+    rows = max_depth + len(streams)
+    fig, ax = plt.subplots(figsize=(14, 1.0 + 0.55 * rows))
+    for depth, e in cpu:
+        y = rows - 1 - depth
+        ax.broken_barh([((e["ts"] - t0) / 1e3, e["dur"] / 1e3)], (y + 0.1, 0.8),
+                       facecolors="#a0a0a0" if depth else "#707070", edgecolor="white", linewidth=0.3)
+    labels = {rows - 1 - d: f"host ops, depth {d} (measured)" for d in range(max_depth)}
+    for i, key in enumerate(streams):
+        y = len(streams) - 1 - i
+        for e in (k for k in kernels if (k["pid"], k["tid"]) == key):
+            color = _COLORS.get(e["args"].get("category", ""), "#797979")
+            ax.broken_barh([((e["ts"] - t0) / 1e3, e["dur"] / 1e3)], (y + 0.1, 0.8),
+                           facecolors=color, edgecolor="black", linewidth=0.2)
+        labels[y] = f"{names.get(key[0], f'neuron:{key[0]}').split(' ')[0]} stream {key[1]} (estimated)"
+    ax.set_yticks([y + 0.5 for y in sorted(labels)])
+    ax.set_yticklabels([labels[y] for y in sorted(labels)], fontsize=8)
+    ax.set_xlabel("time since the first event (ms)")
+    ax.set_ylim(0, rows)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in _COLORS.values()]
+    ax.legend(handles, list(_COLORS), loc="upper right", fontsize=7, ncol=len(_COLORS),
+              title="estimated device kernels by category", title_fontsize=7)
+    device_name = next(iter(names.get(k[0], "") for k in streams), "")
+    ax.set_title(title or f"CPU track (measured host time) and device track ({device_name})", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=110)
+    plt.close(fig)
+    return png_path
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit("usage: python -m torch_neuronx.profiling.timeline TRACE.json OUT.png")
+    print(render(sys.argv[1], sys.argv[2]))
