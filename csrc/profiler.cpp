@@ -23,6 +23,8 @@
 //    the device rows of the Chrome trace. Nothing here runs unless a session
 //    with the PrivateUse1 activity is recording.
 #define USE_KINETO 1  // the installed torch is built with Kineto; its headers need the flag
+// Kineto's headers format metadata with fmt, whose compiled part libtorch keeps private.
+#define FMT_HEADER_ONLY 1
 
 #include "neuron_core.h"
 
@@ -137,6 +139,10 @@ thread_local std::vector<uint64_t> t_correlation;
 
 struct OpFrame final : public at::ObserverContext {
   int64_t start_ns = 0;
+  // Inputs are noted when the op begins: RecordFunction's view of them is
+  // only valid during the start callback (the dispatcher frees its boxed copy).
+  std::vector<ArgNote> inputs;
+  c10::DeviceIndex input_device = -1;
   bool neuron_child = false;  // a nested op already ran on neuron
   OpFrame* parent = nullptr;
 };
@@ -185,6 +191,10 @@ c10::DeviceIndex note_value(const c10::IValue& v, std::vector<ArgNote>& out) {
 std::unique_ptr<at::ObserverContext> on_op_enter(const at::RecordFunction& fn) {
   if (!g_recording.load(std::memory_order_relaxed)) return nullptr;
   auto frame = std::make_unique<OpFrame>();
+  for (const c10::IValue& v : fn.inputs()) {
+    const auto d = note_value(v, frame->inputs);
+    if (frame->input_device < 0) frame->input_device = d;
+  }
   frame->start_ns = c10::getTime();
   frame->parent = t_frame;
   t_frame = frame.get();
@@ -197,11 +207,7 @@ void on_op_exit(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   t_frame = frame->parent;
   if (!g_recording.load(std::memory_order_relaxed)) return;
   OpNote note;
-  c10::DeviceIndex device = -1;
-  for (const c10::IValue& v : fn.inputs()) {
-    const auto d = note_value(v, note.inputs);
-    if (device < 0) device = d;
-  }
+  c10::DeviceIndex device = frame->input_device;
   for (const c10::IValue& v : fn.outputs()) {
     const auto d = note_value(v, note.outputs);
     if (device < 0) device = d;
@@ -211,6 +217,7 @@ void on_op_exit(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   if (frame->neuron_child) return;  // a composite: its kernels are noted already
   note.host_end_ns = c10::getTime();
   note.host_start_ns = frame->start_ns;
+  note.inputs = std::move(frame->inputs);
   note.name = fn.name();
   if (const auto op = fn.operator_name()) note.overload = op->overload_name;
   note.device = device;
@@ -384,7 +391,10 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
       const int64_t begin = std::max(free_ns, ev.host_start_ns);
       const int64_t end = begin + std::max<int64_t>(1, static_cast<int64_t>(ev.seconds * 1e9));
       free_ns = end;
-      buffer_->emplace_activity(buffer_->span, libkineto::ActivityType::CONCURRENT_KERNEL, ev.name);
+      // A distinct name, as CUDA kernels have: key_averages() lists the estimated
+      // kernel on its own row next to the measured CPU op.
+      buffer_->emplace_activity(buffer_->span, libkineto::ActivityType::CONCURRENT_KERNEL,
+                                ev.name + " [estimated]");
       libkineto::GenericTraceActivity& act = *buffer_->activities.back();
       act.startTime = begin;
       act.endTime = end;
@@ -394,7 +404,7 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
       act.linked = ev.correlation_id ? linked_activity(static_cast<int32_t>(ev.correlation_id))
                                      : nullptr;
       act.addMetadataQuoted("estimate", "Trainium device time (estimated, not measured)");
-      act.addMetadata("device", ev.device);
+      act.addMetadata("device", static_cast<int>(ev.device));
       act.addMetadata("stream", ev.stream);
       act.addMetadata("host us", (ev.host_end_ns - ev.host_start_ns) / 1000.0);
       add_metadata(act, ev.meta);
@@ -408,12 +418,16 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
     // reader cannot take them for measurements. Kineto copies these infos.
     std::set<c10::DeviceIndex> devices;
     for (const auto& s : streams_) devices.insert(s.first);
+    if (devices.empty()) devices.insert(current_device());
     for (const c10::DeviceIndex d : devices) {
-      logger.handleDeviceInfo(
-          libkineto::DeviceInfo{d, d + libkineto::kExceedMaxPid,
-                                "neuron:" + std::to_string(d) + " " + label,
-                                "neuron:" + std::to_string(d) + " (estimated)"},
-          start_ns_);
+      libkineto::DeviceInfo info{d, d + libkineto::kExceedMaxPid,
+                                 "neuron:" + std::to_string(d) + " " + label,
+                                 "neuron:" + std::to_string(d) + " (estimated)"};
+      if (!first_device_) {
+        first_device_ = std::make_unique<libkineto::DeviceInfo>(info);
+      } else {
+        logger.handleDeviceInfo(info, start_ns_);
+      }
     }
     for (const auto& s : streams_) {
       logger.handleResourceInfo(
@@ -423,7 +437,16 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
     }
   }
 
-  std::unique_ptr<libkineto::DeviceInfo> getDeviceInfo() override { return nullptr; }
+  // Returning one (not nullptr) also keeps Kineto from naming pids 0-15 "GPU N".
+  std::unique_ptr<libkineto::DeviceInfo> getDeviceInfo() override {
+    if (!first_device_) {
+      const c10::DeviceIndex d = current_device();
+      return std::make_unique<libkineto::DeviceInfo>(libkineto::DeviceInfo{
+          d, d + libkineto::kExceedMaxPid, "neuron:" + std::to_string(d) + " estimated Trainium time",
+          "neuron:" + std::to_string(d) + " (estimated)"});
+    }
+    return std::make_unique<libkineto::DeviceInfo>(*first_device_);
+  }
   std::vector<libkineto::ResourceInfo> getResourceInfos() override { return {}; }
 
   // Kineto keeps pointers to the activities logged above; it owns them from here.
@@ -450,6 +473,7 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
   std::vector<std::string> errors_;
   std::set<std::pair<c10::DeviceIndex, c10::StreamId>> streams_;
   std::unique_ptr<libkineto::CpuTraceBuffer> buffer_;
+  std::unique_ptr<libkineto::DeviceInfo> first_device_;
 };
 
 class NeuronActivityProfiler final : public libkineto::IActivityProfiler {

@@ -35,12 +35,14 @@ def test_mm_device_time_is_the_cost_model_estimate():
     a = torch.randn(64, 128, device="neuron")
     b = torch.randn(128, 32, device="neuron")
     prof, _ = _profile(lambda: [a @ b for _ in range(3)])
-    mm = next(e for e in prof.key_averages() if e.key == "aten::mm")
-    assert mm.count == 3
+    averages = prof.key_averages()
+    mm = next(e for e in averages if e.key == "aten::mm")
+    kernel = next(e for e in averages if e.key == "aten::mm [estimated]")
+    assert mm.count == 3 and kernel.count == 3 and kernel.cpu_time_total == 0
     expected = 3 * _mm_estimate_us(64, 128, 32)
     assert abs(mm.device_time_total - expected) <= 0.01 * expected + 3 * 0.002  # 1 ns rounding each
     # the composite matmul holds the kernel: its device total includes mm's, it adds none itself
-    matmul = next(e for e in prof.key_averages() if e.key == "aten::matmul")
+    matmul = next(e for e in averages if e.key == "aten::matmul")
     assert matmul.self_device_time_total == 0
     assert abs(matmul.device_time_total - mm.device_time_total) < 0.01
 
@@ -49,7 +51,7 @@ def test_table_shows_the_device_column_and_cpu_only_has_none():
     x = torch.randn(256, 256, device="neuron")
     prof, _ = _profile(lambda: (x @ x).softmax(-1))
     table = prof.key_averages().table(sort_by="device_time_total", row_limit=5)
-    assert "NEURON total" in table.upper() and "aten::mm" in table
+    assert "NEURON TOTAL" in table.upper() and "aten::mm [estimated]" in table
     cpu_prof, _ = _profile(lambda: (x @ x).softmax(-1), activities=[ProfilerActivity.CPU])
     assert all(e.device_time_total == 0 for e in cpu_prof.key_averages())
 
@@ -83,7 +85,8 @@ def test_chrome_trace_has_labelled_device_tracks_in_stream_order(tmp_path):
     assert {e["pid"] for e in kernels} == {0, 1}  # one track per logical core used
     for core in (0, 1):
         assert "estimated" in names[core] and f"neuron:{core}" in names[core]
-    assert {"aten::mm", "aten::tanh", "aten::mul"} <= {e["name"] for e in kernels}
+    assert {"aten::mm [estimated]", "aten::tanh [estimated]", "aten::mul [estimated]"} <= {
+        e["name"] for e in kernels}
     for e in kernels:
         assert e["args"]["estimate"].startswith("Trainium device time (estimated")
         assert e["dur"] > 0 and e["args"]["bound"] in ("compute", "memory", "launch")
@@ -115,5 +118,6 @@ def test_compiled_graph_is_one_estimated_program():
     kernels = trace_file.device_events(trace_file.load(path))
     graphs = [e for e in kernels if e["name"].startswith("neuron graph")]
     assert len(graphs) == 1 and graphs[0]["args"]["category"] == "compiled graph"
+    assert graphs[0]["name"].endswith("(forward) [estimated]")
     # the graph's own matmul is inside the program, not a second eager kernel
-    assert not any(e["name"] == "aten::mm" for e in kernels)
+    assert not any(e["name"].startswith("aten::mm") for e in kernels)
