@@ -91,13 +91,14 @@ def test_chrome_trace_has_labelled_device_tracks_in_stream_order(tmp_path):
         assert e["args"]["estimate"].startswith("Trainium device time (estimated")
         assert e["dur"] > 0 and e["args"]["bound"] in ("compute", "memory", "launch")
     # stream order: per (core, stream) the events never overlap, and each starts no
-    # earlier than its CPU op began on the host
+    # earlier than its CPU op began on the host (PyTorch times CPU ops with its TSC-based
+    # clock, the session with the wall clock: they agree to microseconds, more on a loaded machine)
     cpu_start = {e["args"].get("External id"): e["ts"] for e in trace_file.cpu_ops(trace)}
     by_stream = {}
     for e in kernels:
         by_stream.setdefault((e["pid"], e["tid"]), []).append(e)
         linked = cpu_start.get(e["args"].get("External id"))
-        assert linked is not None and e["ts"] >= linked - 1e-3
+        assert linked is not None and e["ts"] >= linked - 50.0
     for events in by_stream.values():
         events.sort(key=lambda e: e["ts"])
         for before, after in zip(events, events[1:]):

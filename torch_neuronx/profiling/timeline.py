@@ -29,7 +29,47 @@ def _cpu_rows(ops: list[dict]) -> list[tuple[int, dict]]:
     return rows
 
 
+def _densest_window(kernels: list[dict], width: float) -> float:
+    """Start (us) of the `width`-wide window holding the most device kernels."""
+    starts = sorted(e["ts"] for e in kernels)
+    best, best_count, j = starts[0], 0, 0
+    for i, t in enumerate(starts):
+        while starts[j] < t - width:
+            j += 1
+        if i - j + 1 > best_count:
+            best, best_count = starts[j], i - j + 1
+    return best
+
+
+def _draw(ax, cpu, kernels, streams, names, rows, max_depth, t0, window=None):
+    def visible(e):
+        return window is None or (e["ts"] + e["dur"] >= window[0] and e["ts"] <= window[1])
+
+    for depth, e in cpu:
+        if visible(e):
+            ax.broken_barh([((e["ts"] - t0) / 1e3, e["dur"] / 1e3)], (rows - 1 - depth + 0.1, 0.8),
+                           facecolors="#707070" if depth == 0 else "#a8a8a8",
+                           edgecolor="white", linewidth=0.4)
+    labels = {rows - 1 - d: f"host ops, depth {d} (measured)" for d in range(max_depth)}
+    for i, key in enumerate(streams):
+        y = len(streams) - 1 - i
+        for e in (k for k in kernels if (k["pid"], k["tid"]) == key and visible(k)):
+            color = _COLORS.get(e["args"].get("category", ""), "#797979")
+            ax.broken_barh([((e["ts"] - t0) / 1e3, e["dur"] / 1e3)], (y + 0.1, 0.8),
+                           # overview: an edge in the bar's colour keeps 10 us kernels visible
+                           facecolors=color, edgecolor="white" if window else color,
+                           linewidth=0.3 if window else 0.8)
+        core = names.get(key[0], f"neuron:{key[0]}").split(" ")[0]
+        labels[y] = f"{core} stream {key[1]} (estimated)"
+    ax.set_yticks([y + 0.5 for y in sorted(labels)])
+    ax.set_yticklabels([labels[y] for y in sorted(labels)], fontsize=8)
+    ax.set_ylim(0, rows)
+    if window is not None:
+        ax.set_xlim((window[0] - t0) / 1e3, (window[1] - t0) / 1e3)
+
+
 def render(trace_path: str, png_path: str, max_depth: int = 4, title: str | None = None) -> str:
+    """Draw the whole trace, and below it a zoom on its busiest stretch of device kernels."""
     try:
         import matplotlib
 
@@ -46,28 +86,21 @@ def render(trace_path: str, png_path: str, max_depth: int = 4, title: str | None
     streams = sorted({(e["pid"], e["tid"]) for e in kernels})
     cpu = [(d, e) for d, e in _cpu_rows(ops) if d < max_depth]
     rows = max_depth + len(streams)
-    fig, ax = plt.subplots(figsize=(14, 1.0 + 0.55 * rows))
-    for depth, e in cpu:
-        y = rows - 1 - depth
-        ax.broken_barh([((e["ts"] - t0) / 1e3, e["dur"] / 1e3)], (y + 0.1, 0.8),
-                       facecolors="#a0a0a0" if depth else "#707070", edgecolor="white", linewidth=0.3)
-    labels = {rows - 1 - d: f"host ops, depth {d} (measured)" for d in range(max_depth)}
-    for i, key in enumerate(streams):
-        y = len(streams) - 1 - i
-        for e in (k for k in kernels if (k["pid"], k["tid"]) == key):
-            color = _COLORS.get(e["args"].get("category", ""), "#797979")
-            ax.broken_barh([((e["ts"] - t0) / 1e3, e["dur"] / 1e3)], (y + 0.1, 0.8),
-                           facecolors=color, edgecolor="black", linewidth=0.2)
-        labels[y] = f"{names.get(key[0], f'neuron:{key[0]}').split(' ')[0]} stream {key[1]} (estimated)"
-    ax.set_yticks([y + 0.5 for y in sorted(labels)])
-    ax.set_yticklabels([labels[y] for y in sorted(labels)], fontsize=8)
-    ax.set_xlabel("time since the first event (ms)")
-    ax.set_ylim(0, rows)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in _COLORS.values()]
-    ax.legend(handles, list(_COLORS), loc="upper right", fontsize=7, ncol=len(_COLORS),
-              title="estimated device kernels by category", title_fontsize=7)
+    panels = 2 if kernels else 1
+    fig, axes = plt.subplots(panels, 1, figsize=(14, panels * (1.2 + 0.5 * rows)), squeeze=False)
+    _draw(axes[0][0], cpu, kernels, streams, names, rows, max_depth, t0)
     device_name = next(iter(names.get(k[0], "") for k in streams), "")
-    ax.set_title(title or f"CPU track (measured host time) and device track ({device_name})", fontsize=9)
+    axes[0][0].set_title(title or f"CPU track (measured) and device track ({device_name})", fontsize=9)
+    if kernels:
+        span = max(e["ts"] + e["dur"] for e in ops + kernels) - t0
+        width = max(span / 40, 50.0)
+        lo = _densest_window(kernels, width)
+        _draw(axes[1][0], cpu, kernels, streams, names, rows, max_depth, t0, (lo, lo + width))
+        axes[1][0].set_title(f"zoom: the {width / 1e3:.2f} ms with the most device kernels", fontsize=9)
+        handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in _COLORS.values()]
+        axes[1][0].legend(handles, list(_COLORS), loc="upper right", fontsize=7, ncol=len(_COLORS),
+                          title="estimated device kernels by category", title_fontsize=7)
+    axes[-1][0].set_xlabel("time since the first event (ms)")
     fig.tight_layout()
     fig.savefig(png_path, dpi=110)
     plt.close(fig)
