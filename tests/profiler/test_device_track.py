@@ -122,3 +122,20 @@ def test_compiled_graph_is_one_estimated_program():
     assert graphs[0]["name"].endswith("(forward) [estimated]")
     # the graph's own matmul is inside the program, not a second eager kernel
     assert not any(e["name"].startswith("aten::mm") for e in kernels)
+
+
+def test_collective_is_an_estimated_event(tmp_path):
+    import torch.distributed as dist
+
+    dist.init_process_group("neuron", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        t = torch.ones(1024, device="neuron")
+        prof, _ = _profile(lambda: dist.all_reduce(t))
+    finally:
+        dist.destroy_process_group()
+    path = os.path.join(tmp_path, "trace.json")
+    prof.export_chrome_trace(path)
+    (event,) = [e for e in trace_file.device_events(trace_file.load(path)) if e["name"].startswith("c10d.")]
+    assert event["name"] == "c10d.all_reduce [estimated]" and event["pid"] == 0
+    assert event["args"]["category"] == "collective:all_reduce" and event["args"]["bytes"] == 4096
+    assert event["args"]["group_size"] == 1
