@@ -10,14 +10,15 @@ import os
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # never autoload ourselves mid-build
 
 from setuptools import setup  # noqa: E402
-from torch.utils.cpp_extension import BuildExtension, CppExtension  # noqa: E402
+from torch.utils.cpp_extension import BuildExtension, CppExtension, include_paths  # noqa: E402
 
 setup(
     ext_modules=[
         CppExtension(
             name="torch_neuronx._C",
             sources=sorted(glob.glob("csrc/*.cpp")),
-            include_dirs=[os.path.abspath("csrc")],
+            # Kineto's headers (csrc/profiler.cpp) include each other by bare name.
+            include_dirs=[os.path.abspath("csrc"), os.path.join(include_paths()[0], "kineto")],
             extra_compile_args=["-O2", "-g0", "-std=c++17", "-Wno-unused-parameter"],
         )
     ],
