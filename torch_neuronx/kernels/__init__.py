@@ -18,6 +18,7 @@ def register() -> None:
         return
     lib = torch.library.Library("aten", "IMPL")
     _LIB.append(lib)
-    from . import shallow_copy
+    from . import rnn_cells, shallow_copy
 
     shallow_copy.register(lib)
+    rnn_cells.register(lib)
