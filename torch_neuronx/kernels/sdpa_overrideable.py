@@ -79,7 +79,7 @@ def fused_attention(query, key, value, attn_bias=None, dropout_p=0.0, is_causal=
         raise RuntimeError(f"query must be 3D or 4D, got {query.dim()}D (shape {list(query.shape)})")
     squeeze = query.dim() == 3
     q, k, v = _batched(query), _batched(key), _batched(value)
-    seed = offset = torch.zeros((), dtype=torch.int64)
+    seed, offset = torch.zeros((), dtype=torch.int64), torch.zeros((), dtype=torch.int64)
     if dropout_p == 0.0:
         out, lse = aten._scaled_dot_product_flash_attention_for_cpu(
             q, k, v, 0.0, is_causal, attn_mask=_additive(attn_bias, q.dtype), scale=scale)
