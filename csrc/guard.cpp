@@ -54,24 +54,46 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     }
   }
 
+  // A stream always names its core: `torch.Stream(device="neuron")` (no
+  // index) and the pool resolve to the current device, as CUDA's do, so
+  // events recorded on them report `neuron:N` and `with stream:` can select
+  // it. A core that does not exist raises "invalid device ordinal".
   c10::Stream getStream(c10::Device device) const override {
-    return c10::Stream(c10::Stream::UNSAFE, device, t_current_stream[index_of(device)]);
+    const c10::Device dev = resolved(device);
+    return c10::Stream(c10::Stream::UNSAFE, dev, t_current_stream[dev.index()]);
   }
   c10::Stream getDefaultStream(c10::Device device) const override {
-    return c10::Stream(c10::Stream::UNSAFE, device, kDefaultStream);
+    return c10::Stream(c10::Stream::UNSAFE, resolved(device), kDefaultStream);
   }
   c10::Stream getStreamFromGlobalPool(c10::Device device, bool /*high_priority*/) const override {
+    const c10::Device dev = resolved(device);
     const c10::StreamId id = 1 + static_cast<c10::StreamId>(g_pool_cursor++ % kPoolSize);
-    return c10::Stream(c10::Stream::UNSAFE, device, id);
+    return c10::Stream(c10::Stream::UNSAFE, dev, id);
   }
   c10::Stream getNewStream(c10::Device device, int /*priority*/) const override {
-    return c10::Stream(c10::Stream::UNSAFE, device, g_next_stream_id++);
+    return c10::Stream(c10::Stream::UNSAFE, resolved(device), g_next_stream_id++);
   }
   c10::Stream exchangeStream(c10::Stream stream) const override {
-    const auto idx = index_of(stream.device());
-    const c10::Stream previous(c10::Stream::UNSAFE, stream.device(), t_current_stream[idx]);
-    t_current_stream[idx] = stream.id();
+    const c10::Device dev = resolved(stream.device());
+    const c10::Stream previous(c10::Stream::UNSAFE, dev, t_current_stream[dev.index()]);
+    t_current_stream[dev.index()] = stream.id();
     return previous;
+  }
+
+  // The virtual core runs every dtype the host kernels do. Quantized dtypes
+  // have no neuron kernels (not even `empty`), and the 1-7 bit integer
+  // placeholders have no kernels on any device, so they are reported absent.
+  c10::DeviceCapability getDeviceCapability(c10::Device device) const override {
+    resolved(device);
+    c10::DeviceCapability cap;
+    auto& types = cap.capability_data.supported_scalar_types;
+    types.has_QInt8 = types.has_QUInt8 = types.has_QInt32 = 0;
+    types.has_QUInt4x2 = types.has_QUInt2x4 = 0;
+    types.has_UInt1 = types.has_UInt2 = types.has_UInt3 = types.has_UInt4 = 0;
+    types.has_UInt5 = types.has_UInt6 = types.has_UInt7 = 0;
+    types.has_Int1 = types.has_Int2 = types.has_Int3 = types.has_Int4 = 0;
+    types.has_Int5 = types.has_Int6 = types.has_Int7 = 0;
+    return cap;
   }
 
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
@@ -114,10 +136,10 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
 
  private:
-  static size_t index_of(c10::Device device) {
+  static c10::Device resolved(c10::Device device) {
     const c10::DeviceIndex idx = device.has_index() ? device.index() : current_device();
     check_device(idx);
-    return static_cast<size_t>(idx);
+    return c10::Device(kNeuron, idx);
   }
 };
 

@@ -1,5 +1,6 @@
 // PrivateUse1HooksInterface: what ATen asks of the neuron device by name.
 #include "neuron_core.h"
+#include "pinned_host.h"
 
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/native/Resize.h>
@@ -42,8 +43,9 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
     return c10::Device(kNeuron, index);
   }
 
-  bool isPinnedPtr(const void* data) const override { return is_pinned_host_ptr(data); }
-  at::Allocator* getPinnedMemoryAllocator() const override { return pinned_host_allocator(); }
+  // Any address inside a pinned block counts (interior views), as on CUDA.
+  bool isPinnedPtr(const void* data) const override { return is_in_pinned_block(data); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return pinned_block_allocator(); }
 
   // untyped_storage().resize_(n): FSDP2 frees and re-grows parameter storage.
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {

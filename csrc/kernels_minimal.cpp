@@ -3,6 +3,7 @@
 #include "neuron_core.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/TensorFactories.h>
@@ -163,6 +164,13 @@ int64_t neuron_fused_sdp_choice(const at::Tensor& query, const at::Tensor& key,
   // tensors: keep Python modes (FakeTensorMode) out of the CPU redispatch.
   c10::impl::ExcludeDispatchKeyGuard no_python(
       c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+  // `sdpa_kernel(SDPBackend.OVERRIDEABLE)` (the only backend left enabled)
+  // selects the backend hook, _scaled_dot_product_fused_attention_overrideable
+  // (torch_neuronx/kernels/sdpa_overrideable.py); by default the CPU's choice stands.
+  const auto& ctx = at::globalContext();
+  if (ctx.userEnabledOverrideableSDP() && !ctx.userEnabledFlashSDP() && !ctx.userEnabledMathSDP()) {
+    return static_cast<int64_t>(at::SDPBackend::overrideable);
+  }
   std::optional<at::Tensor> host_mask;
   if (mask.has_value()) host_mask = cpu_alias(*mask);
   return at::_fused_sdp_choice(cpu_alias(query), cpu_alias(key), cpu_alias(value), host_mask,
