@@ -36,10 +36,10 @@ def test_tp_x_fsdp_losses_match_single_process(tp, fsdp, neuron_fp32, tp2_fsdp2,
     assert summary["num_processes"] == tp * fsdp
     assert summary["device"] == "neuron:0"
     ref = neuron_fp32[1]["losses"]
-    if (tp, fsdp) == (2, 1):  # docs/training.md: TP2xFSDP1 1.4e-6 (the row-parallel sum runs in another order)
-        assert max_diff(summary["losses"], ref) <= 1e-5, (summary["losses"], ref)
-    else:  # TP2xFSDP2 and TP1xFSDP2: |Δ| 0
+    if tp == 1:  # docs/training.md: FSDP alone reproduces the single process exactly
         assert summary["losses"] == ref
+    else:  # TP's row-parallel partial sums add in another order: a few float32 ulps (docs/training.md)
+        assert max_diff(summary["losses"], ref) <= 1e-5, (summary["losses"], ref)
 
 
 _CHECK_CHECKPOINT = r"""
@@ -166,7 +166,7 @@ def test_torch_compile_with_gradient_checkpointing_uses_neuron_backend_once_per_
     """--torch_compile true with TRL's default gradient checkpointing (the recomputed attention runs
     inside the compiled graph through the RNG higher-order ops, compiler/rng_hops.py): backend
     "neuron", dynamic=False, compiles once per graph (all packed batches are [2, 128]), and the
-    eager run's losses exactly."""
+    eager run's losses to a few float32 ulps (Inductor's fused kernels round differently)."""
     summary, _ = sft(assets, str(sft_root / "compiled"), *FP32, "--torch_compile", "true",
                      "--gradient_checkpointing", "true", timeout=400)  # said, not left to TRL's default
     assert summary["torch_compile_backend"] == "neuron"
@@ -174,7 +174,7 @@ def test_torch_compile_with_gradient_checkpointing_uses_neuron_backend_once_per_
     metrics = summary["compile_metrics"]
     assert metrics["recompilations"] == 0 and metrics["fallbacks"] == 0, metrics
     assert 1 <= metrics["graphs_compiled"] <= 4, metrics  # one program per graph, not per step
-    assert summary["losses"] == neuron_fp32[1]["losses"]
+    assert max_diff(summary["losses"], neuron_fp32[1]["losses"]) <= 1e-5, (summary["losses"], neuron_fp32[1])
 
 
 def test_tp_fsdp_product_must_match_process_count(assets, sft_root):
