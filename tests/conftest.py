@@ -10,6 +10,16 @@ import textwrap
 import pytest
 import torch
 
+from tests.dependencies import missing_test_dependencies
+
+
+def pytest_configure(config):
+    """A missing test dependency fails the run (exit 4) instead of skipping what needs it."""
+    missing = missing_test_dependencies()
+    if missing:
+        raise pytest.UsageError("missing test dependencies (pip install -e '.[test]'):\n  "
+                                + "\n  ".join(missing))
+
 
 def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 180,
                unset: tuple[str, ...] = (), flags: tuple[str, ...] = (), cwd: str | None = None) -> subprocess.CompletedProcess:

@@ -6,6 +6,7 @@ import os
 
 import torch
 
+import torch_neuronx
 from tests.compiler.conftest import elementwise, neuron_randn
 
 
@@ -24,7 +25,12 @@ def test_artifacts_kept_per_rank(monkeypatch, tmp_path):
 
 
 def test_no_artifacts_by_default(monkeypatch, tmp_path):
+    """Artifacts are written only when a graph is really compiled, so the cache is off here: a graph
+    cached earlier in the session would leave the folder empty whatever the default."""
     monkeypatch.delenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", raising=False)
     monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(tmp_path))
+    monkeypatch.setenv("TORCH_NEURONX_DISABLE_NEFF_CACHE", "1")
     torch.compile(elementwise, backend="neuron")(neuron_randn(2, 8), neuron_randn(2, 8))
+    metrics = torch_neuronx.get_dynamo_metrics()
+    assert metrics["graphs_compiled"] == 1 and metrics["cache_misses"] == 1, metrics
     assert os.listdir(tmp_path) == []

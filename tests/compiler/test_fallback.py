@@ -6,39 +6,52 @@ import pytest
 import torch
 
 import torch_neuronx
-from torch_neuronx.compiler import backend
 from tests.compiler.conftest import elementwise, neuron_randn
 
 
-class _LoweringFailure(RuntimeError):
-    target = "aten.fake_unsupported_op.default"
+@torch.library.custom_op("neuron_fallback_test::double", mutates_args=())
+def _double(t: torch.Tensor) -> torch.Tensor:
+    """An op Inductor has no lowering for: compiled only through an implicit fallback kernel."""
+    return t * 2
+
+
+@_double.register_fake
+def _(t):
+    return torch.empty_like(t)
+
+
+def _with_unlowered_op(x, y):
+    return elementwise(_double(x), y)
 
 
 @pytest.fixture
 def failing_compile(monkeypatch):
-    def fail(*args, **kwargs):
-        raise _LoweringFailure("no lowering for this op on the virtual core")
+    """A real lowering failure: with Inductor's implicit fallbacks off, the op above has no lowering
+    and Inductor raises MissingOperatorWithoutDecomp while lowering the graph."""
+    import torch._inductor.config as inductor_config
 
-    monkeypatch.setattr(backend, "_inductor_compile", fail)
+    monkeypatch.setattr(inductor_config, "implicit_fallbacks", False)
     monkeypatch.setenv("TORCH_NEURONX_DISABLE_NEFF_CACHE", "1")  # no cached program may hide the failure
+    return _with_unlowered_op
 
 
-def _run(**compile_kwargs):
+def _run(fn=elementwise, **compile_kwargs):
     x, y = neuron_randn(2, 8), neuron_randn(2, 8, seed=1)
-    return torch.compile(elementwise, backend="neuron", **compile_kwargs)(x, y), elementwise(x, y)
+    return torch.compile(fn, backend="neuron", **compile_kwargs)(x, y), fn(x, y)
 
 
 def test_default_raises_and_names_the_op(failing_compile, monkeypatch):
     monkeypatch.delenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", raising=False)
-    with pytest.raises(Exception, match=r"aten.fake_unsupported_op.default.*no lowering") as info:
-        _run()
+    with pytest.raises(Exception, match=r"at op neuron_fallback_test.double.default: .*"
+                                         r"MissingOperatorWithoutDecomp") as info:
+        _run(failing_compile)
     assert "fallback_execution" in str(info.value)
     assert torch_neuronx.compiler.get_dynamo_metrics()["compile_failures"]
 
 
 def test_option_fallback_execution_runs_eagerly_with_warning(failing_compile):
     with pytest.warns(RuntimeWarning, match="running it eagerly"):
-        out, expected = _run(options={"fallback_execution": True})
+        out, expected = _run(failing_compile, options={"fallback_execution": True})
     torch.testing.assert_close(out, expected)
     assert torch_neuronx.compiler.get_dynamo_metrics()["fallbacks"] == 1
 
@@ -46,14 +59,14 @@ def test_option_fallback_execution_runs_eagerly_with_warning(failing_compile):
 def test_env_var_zero_enables_fallback(failing_compile, monkeypatch):
     monkeypatch.setenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "0")
     with pytest.warns(RuntimeWarning, match="running it eagerly"):
-        out, expected = _run()
+        out, expected = _run(failing_compile)
     torch.testing.assert_close(out, expected)
 
 
 def test_option_overrides_env_var(failing_compile, monkeypatch):
     monkeypatch.setenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "0")
     with pytest.raises(Exception, match="could not compile"):
-        _run(options={"fallback_execution": False})
+        _run(failing_compile, options={"fallback_execution": False})
 
 
 def test_bad_values_are_named(monkeypatch):

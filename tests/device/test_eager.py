@@ -162,7 +162,11 @@ def test_matmul_family_and_attention_have_direct_kernels():
     F.scaled_dot_product_attention(q, k, v).sum().backward()
     before = torch_neuronx.get_host_kernel_calls()
     o = F.scaled_dot_product_attention(qn, kn, vn)
-    o.sum().backward()
+    assert torch_neuronx.get_host_kernel_calls() == before  # attention forward: its own kernel
+    grad = torch.ones_like(o)  # what o.sum().backward() feeds in, made outside the count
+    before = torch_neuronx.get_host_kernel_calls()
+    o.backward(grad)
+    assert torch_neuronx.get_host_kernel_calls() == before  # attention backward too
     assert same(F.scaled_dot_product_attention(q, k, v), o)
     assert same(q.grad, qn.grad) and same(v.grad, vn.grad)
 

@@ -28,7 +28,8 @@ Tests (each parametrized per OpInfo, so a failure names the op):
                            composite kernel on PrivateUse1
   test_crash_canary        minimal repro of each known segfault (CRASH_CAUSES)
 
-Needs `expecttest` (imported by torch.testing._internal); without it the module skips.
+Needs `expecttest` (imported by torch.testing._internal): a test dependency, so a missing one fails
+the run (tests/conftest.py checks every test dependency before collection).
 """
 from __future__ import annotations
 
@@ -40,9 +41,7 @@ import sys
 import pytest
 import torch
 
-pytest.importorskip("expecttest", reason="torch.testing._internal needs expecttest")
-
-from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
+from torch.testing._internal.common_methods_invocations import op_db
 
 NEURON = torch.device("neuron")
 

@@ -32,9 +32,16 @@ def test_optimizers_match_cpu(opt_cls, kwargs):
             o.step()
     for p, q in zip(net.parameters(), twin.parameters()):
         assert torch.equal(p, q.cpu())
-    state = opt_n.state_dict()["state"][0]
-    assert all(v.device.type in ("neuron", "cpu") for v in state.values() if torch.is_tensor(v))
-    assert state["exp_avg"].is_neuron if "exp_avg" in state else True
+    cpu_state, state = opt.state_dict()["state"], opt_n.state_dict()["state"]
+    assert sorted(state) == sorted(cpu_state) == list(range(4))  # every parameter has state
+    for index, entries in state.items():
+        assert sorted(entries) == sorted(cpu_state[index]), entries.keys()
+        assert "momentum_buffer" in entries if opt_cls is torch.optim.SGD else "exp_avg" in entries
+        for name, value in entries.items():
+            # "step" is a host scalar unless the optimizer is fused, as PyTorch does it on CUDA
+            expected = "cpu" if name == "step" and not kwargs.get("fused") else "neuron"
+            assert value.device.type == expected, (index, name, value.device)
+            assert torch.equal(value.cpu(), cpu_state[index][name]), (index, name)
 
 
 @pytest.mark.parametrize("reentrant", [True, False])

@@ -2,21 +2,10 @@
 `_c10d_functional` ops) on neuron tensors, eagerly and inside torch.compile."""
 from __future__ import annotations
 
-import pytest
 import torch
 import torch.distributed as dist
 
 from tests.distributed.dist_harness import run_ranks
-
-
-def _neuron_compile_backend() -> bool:
-    import torch._dynamo
-
-    try:
-        torch._dynamo.lookup_backend("neuron")
-        return True
-    except Exception:  # noqa: BLE001 - not registered (yet)
-        return False
 
 
 def _step(x, group):
@@ -62,7 +51,5 @@ def test_functional_collectives_eager_and_aot_eager():
     run_ranks(_functional, 2, ["aot_eager"], init="file")
 
 
-@pytest.mark.skipif(not _neuron_compile_backend(),
-                    reason='torch.compile(backend="neuron") is not registered yet (compiler issue)')
 def test_functional_collectives_in_neuron_compiled_graph():
     run_ranks(_functional, 2, ["neuron"])

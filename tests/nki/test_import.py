@@ -1,4 +1,4 @@
-"""`import nki` is cheap, never imports torch, and exposes the dialect's modules."""
+"""`import nki` never imports torch, and exposes the dialect's modules."""
 import subprocess
 import sys
 
@@ -10,12 +10,10 @@ def _run(code):
                           check=True).stdout.strip()
 
 
-def test_import_is_fast_and_torch_free():
-    out = _run("import time, sys; t = time.perf_counter(); import nki; "
-               "dt = time.perf_counter() - t; print(dt, 'torch' in sys.modules, 'numpy' in sys.modules)")
-    dt, torch_loaded, numpy_loaded = out.split()
-    assert float(dt) < 0.1
-    assert torch_loaded == "False" and numpy_loaded == "False"
+def test_import_is_torch_and_numpy_free():
+    """What keeps `import nki` cheap; its time is measured in benchmarks/nki_import_time.py."""
+    out = _run("import sys, nki; print('torch' in sys.modules, 'numpy' in sys.modules)")
+    assert out == "False False"
 
 
 def test_language_and_isa_do_not_import_torch():

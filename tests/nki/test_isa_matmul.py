@@ -93,9 +93,24 @@ def test_matmul_limits(kw, code, expect_code):
     expect_code(code, _shapes_kernel(**kw), np.zeros(1, np.float32))
 
 
-def test_bf16_psum_output_allowed_on_trn3():
-    k = _shapes_kernel(K=128, M=64, N=128, s_dt=nl.bfloat16, m_dt=nl.bfloat16, d_dt=nl.bfloat16)
-    nki.simulate(k, target="trn3")(np.zeros(1, np.float32))
+def test_bf16_psum_output_allowed_on_trn3(rng):
+    """trn3 writes a bf16 matmul result straight into PSUM; trn2 (the default) rejects the same kernel."""
+    lhsT = rng.standard_normal((128, 64)).astype(ml_dtypes.bfloat16)
+    rhs = rng.standard_normal((128, 128)).astype(ml_dtypes.bfloat16)
+
+    def k(lhsT, rhs):
+        out = nl.ndarray((64, 128), nl.bfloat16, buffer=nl.shared_hbm)
+        ps = nl.ndarray((64, 128), nl.bfloat16, buffer=nl.psum)
+        nisa.nc_matmul(ps, nl.load(lhsT), nl.load(rhs))
+        nl.store(out, nl.copy(ps))
+        return out
+    out = nki.simulate(k, target="trn3")(lhsT, rhs)
+    ref = lhsT.astype(np.float32).T @ rhs.astype(np.float32)
+    assert out.dtype == ml_dtypes.bfloat16 and out.shape == (64, 128)
+    np.testing.assert_allclose(out.astype(np.float32), ref, rtol=2e-2, atol=5e-2)  # bf16 rounding of the sum
+    with pytest.raises(nki.NkiValidationError) as ei:
+        nki.simulate(k, target="trn2")(lhsT, rhs)
+    assert ei.value.code == "err_unsupported_dtype"
 
 
 def test_output_must_stay_in_one_bank(expect_code):

@@ -19,8 +19,6 @@ def test_neuron_in_neuron_out():
 
 
 def test_outputs_follow_the_arguments_device():
-    if torch.neuron.device_count() < 2:
-        pytest.skip("needs two neuron devices")
     a = neuron(8, 8).to("neuron:1")
     assert add_kernel(a, a).device == torch.device("neuron:1")
 
@@ -113,8 +111,6 @@ def test_handler_registered_by_torch_neuronx():
 
 def test_import_torch_alone_routes_neuron_tensors(python_subprocess):
     """`import torch` (autoload) must be enough: no explicit torch_neuronx import."""
-    if not hasattr(torch_neuronx, "nki_op"):
-        pytest.skip("torch_neuronx/__init__.py does not import .nki_integration yet")
     r = python_subprocess("""
         import sys, time
         t = time.perf_counter()

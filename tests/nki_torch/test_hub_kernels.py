@@ -3,11 +3,10 @@ is chosen over torch-universal, and kernelize(model, device="neuron") swaps an R
 import copy
 from pathlib import Path
 
-import pytest
 import torch
 from torch import nn
 
-kernels = pytest.importorskip("kernels", reason="pip install kernels==0.17.2")
+import kernels
 from tests.nki_torch.conftest import neuron
 from kernels import LocalLayerRepository, Mode, kernelize, use_kernel_forward_from_hub, use_kernel_mapping
 

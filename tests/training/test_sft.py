@@ -22,7 +22,7 @@ def test_single_process_fp32_matches_cpu_run(neuron_fp32, assets, sft_root):
     assert neuron["pad_to_multiple_of"] == 128  # TRL's neuron default, decided from args.device
     assert cpu["device"] == "cpu" and cpu["pad_to_multiple_of"] is None
     assert len(neuron["losses"]) == 4
-    assert max_diff(neuron["losses"], cpu["losses"]) <= 1e-5, (neuron["losses"], cpu["losses"])
+    assert neuron["losses"] == cpu["losses"]  # docs/training.md: fp32 one process, |Δ| 0
     assert neuron["losses"][-1] < neuron["losses"][0]  # it trains
 
 
@@ -36,7 +36,10 @@ def test_tp_x_fsdp_losses_match_single_process(tp, fsdp, neuron_fp32, tp2_fsdp2,
     assert summary["num_processes"] == tp * fsdp
     assert summary["device"] == "neuron:0"
     ref = neuron_fp32[1]["losses"]
-    assert max_diff(summary["losses"], ref) <= 1e-5, (summary["losses"], ref)
+    if tp == 1:  # docs/training.md: FSDP alone reproduces the single process exactly
+        assert summary["losses"] == ref
+    else:  # TP's row-parallel partial sums add in another order: a few float32 ulps (docs/training.md)
+        assert max_diff(summary["losses"], ref) <= 1e-5, (summary["losses"], ref)
 
 
 _CHECK_CHECKPOINT = r"""
@@ -92,7 +95,7 @@ def test_resume_from_checkpoint_continues_with_same_losses(neuron_fp32, assets, 
     resumed, _ = sft(assets, str(sft_root / "resumed"), *FP32, "--save_only_model", "false",
                      "--resume_from_checkpoint", ckpt)
     assert resumed["global_step"] == 4
-    assert max_diff(resumed["losses"][2:], ref["losses"][2:]) <= 1e-5, (resumed["losses"], ref["losses"])
+    assert resumed["losses"][2:] == ref["losses"][2:]
 
 
 def test_trainer_checkpoint_has_neuron_rng_state(neuron_fp32):
@@ -155,21 +158,23 @@ def test_bf16_accepted_without_use_cpu_and_matches_cpu(assets, sft_root):
     neuron, _ = sft(assets, str(sft_root / "neuron-bf16"), "--dtype", "bfloat16")
     cpu, _ = sft(assets, str(sft_root / "cpu-bf16"), "--dtype", "bfloat16", "--use_cpu", "true")
     assert neuron["bf16"] is True and neuron["device"] == "neuron:0"
-    assert max_diff(neuron["losses"], cpu["losses"]) <= 1e-3, (neuron["losses"], cpu["losses"])
+    assert neuron["losses"] == cpu["losses"]  # docs/training.md: bf16 one process, |Δ| 0
 
 
-def test_torch_compile_uses_neuron_backend_once_per_shape(neuron_fp32, assets, sft_root):
-    """--torch_compile true: backend "neuron", dynamic=False, compiles once (all packed batches are
-    [2, 128]), same losses as eager. Gradient checkpointing off here (see the xfail below), so this also
-    checks that checkpointing (on in the eager reference, TRL's default) does not change the losses."""
+def test_torch_compile_with_gradient_checkpointing_uses_neuron_backend_once_per_shape(
+        neuron_fp32, assets, sft_root):
+    """--torch_compile true with TRL's default gradient checkpointing (the recomputed attention runs
+    inside the compiled graph through the RNG higher-order ops, compiler/rng_hops.py): backend
+    "neuron", dynamic=False, compiles once per graph (all packed batches are [2, 128]), and the
+    eager run's losses to a few float32 ulps (Inductor's fused kernels round differently)."""
     summary, _ = sft(assets, str(sft_root / "compiled"), *FP32, "--torch_compile", "true",
-                     "--gradient_checkpointing", "false", timeout=400)
+                     "--gradient_checkpointing", "true", timeout=400)  # said, not left to TRL's default
     assert summary["torch_compile_backend"] == "neuron"
     assert summary["torch_compile_kwargs"] == {"backend": "neuron", "dynamic": "False"}
     metrics = summary["compile_metrics"]
     assert metrics["recompilations"] == 0 and metrics["fallbacks"] == 0, metrics
     assert 1 <= metrics["graphs_compiled"] <= 4, metrics  # one program per graph, not per step
-    assert max_diff(summary["losses"], neuron_fp32[1]["losses"]) <= 1e-5
+    assert max_diff(summary["losses"], neuron_fp32[1]["losses"]) <= 1e-5, (summary["losses"], neuron_fp32[1])
 
 
 def test_tp_fsdp_product_must_match_process_count(assets, sft_root):
