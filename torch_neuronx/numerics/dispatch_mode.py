@@ -1,0 +1,117 @@
+"""The dispatch mode that `check` and `trainium` install at startup.
+
+It sits below autograd, so it sees every ATen op on neuron tensors, forward
+and backward, explicit kernels included, and the ops of compiled graphs
+(the backend runs them op by op in these modes: compiler/backend.py). Ops
+without a neuron tensor of an affected dtype pass straight through. Host mode
+installs nothing.
+"""
+from __future__ import annotations
+
+import warnings
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import fp8, float64, int64, int_via_fp32, recompute, report, stochastic_rounding
+from .config import NumericsConfig
+
+_INTERESTING = frozenset(int64.DTYPES + float64.DTYPES + fp8.DTYPES + int_via_fp32.INT_DTYPES)
+_LOW = frozenset(stochastic_rounding.DTYPES)
+
+
+def _collect(value, into: list) -> None:
+    if isinstance(value, torch.Tensor):
+        into.append(value)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _collect(v, into)
+
+
+class NumericsMode(TorchDispatchMode):
+    """check: record where Trainium would differ; trainium: compute as Trainium does."""
+
+    def __init__(self, config: NumericsConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.emulate = config.mode == "trainium"
+        self.sr = stochastic_rounding.Rounder(config.stochastic_rounding_seed) \
+            if self.emulate and config.stochastic_rounding else None
+        self.watch = _INTERESTING | (_LOW if self.sr is not None else frozenset())
+        self.int64_on = config.int64 == "wrap"
+        self._warned: set[str] = set()
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        return True  # Dynamo still compiles; graphs run their ops through this mode
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        tensors: list = []
+        for a in args:
+            _collect(a, tensors)
+        for v in kwargs.values():
+            _collect(v, tensors)
+        watch = self.watch
+        dtype_kw = kwargs.get("dtype")
+        if dtype_kw not in watch and not any(t.dtype in watch for t in tensors):
+            out = func(*args, **kwargs)
+            # Factories and casts from other dtypes can still produce watched dtypes.
+            if dtype_kw is None and not tensors and isinstance(out, torch.Tensor) and out.dtype in watch:
+                return self._after(func, args, kwargs, out, [], None)
+            return out
+        if recompute.returns_view(func) or func._schema.name == "aten::detach":
+            return func(*args, **kwargs)
+        if not any(recompute.is_plain_neuron(t) for t in tensors) and kwargs.get("device") is None:
+            return func(*args, **kwargs)  # CPU, meta or fake tensors: not ours
+        neuron_in = [t for t in tensors if recompute.is_plain_neuron(t)]
+        if self.emulate and self.config.float64 == "raise" and float64.involved(neuron_in, kwargs):
+            float64.reject(func._schema.name)
+        snapshot = recompute.snapshot_mutated(func, args, kwargs)
+        out = func(*args, **kwargs)
+        return self._after(func, args, kwargs, out, tensors, snapshot)
+
+    def _after(self, func, args, kwargs, out, tensors, snapshot):
+        outs = recompute.neuron_outputs(func, args, kwargs, out)
+        if not outs and not tensors:
+            return out
+        name = func._schema.name
+        neuron_in = [t for t in tensors if recompute.is_plain_neuron(t)]
+        try:
+            if self.emulate:
+                self._emulate(func, args, kwargs, out, tensors, neuron_in, outs, snapshot)
+            else:
+                self._check(func, args, kwargs, out, neuron_in, outs, snapshot)
+        except float64.NumericsUnsupportedError:
+            raise
+        except Exception as err:  # noqa: BLE001 - never break the user's op; say so once
+            if name not in self._warned:
+                self._warned.add(name)
+                warnings.warn(
+                    f"TORCH_NEURONX_NUMERICS={self.config.mode}: {name} (at {report.user_site()}) cannot be "
+                    f"{'emulated' if self.emulate else 'checked'} ({type(err).__name__}: {err}); "
+                    "its result uses host numerics.", RuntimeWarning, stacklevel=2)
+        return out
+
+    def _check(self, func, args, kwargs, out, neuron_in, outs, snapshot) -> None:
+        name = func._schema.name
+        if self.int64_on:
+            int64.check(name, outs)  # where a lossy value is produced, not every op it flows through
+        if int_via_fp32.applies(func, neuron_in) or int_via_fp32.applies_reduce(func, args, kwargs, neuron_in):
+            int_via_fp32.check(func, args, kwargs, out, snapshot)
+        if float64.involved(neuron_in + outs, kwargs):
+            float64.check(func, args, kwargs, out, snapshot)
+        fp8.check(name, outs)
+
+    def _emulate(self, func, args, kwargs, out, tensors, neuron_in, outs, snapshot) -> None:
+        if int_via_fp32.applies(func, neuron_in) or int_via_fp32.applies_reduce(func, args, kwargs, neuron_in):
+            int_via_fp32.emulate(func, args, kwargs, out, snapshot)
+        elif float64.involved(neuron_in + outs, kwargs):
+            float64.emulate(func, args, kwargs, out, snapshot)
+        elif self.sr is not None and stochastic_rounding.applies(func, tensors, outs):
+            stochastic_rounding.emulate(func, args, kwargs, out, snapshot, self.sr)
+        if self.int64_on:
+            for t in outs:
+                if t.dtype in int64.DTYPES:
+                    int64.wrap_(t)
+        fp8.emulate(outs, self.config.fp8_overflow)
