@@ -20,6 +20,15 @@ _INTERESTING = frozenset(int64.DTYPES + float64.DTYPES + fp8.DTYPES + int_via_fp
 _LOW = frozenset(stochastic_rounding.DTYPES)
 
 
+def _tensors(args, kwargs) -> list:
+    tensors: list = []
+    for a in args:
+        _collect(a, tensors)
+    for v in kwargs.values():
+        _collect(v, tensors)
+    return tensors
+
+
 def _collect(value, into: list) -> None:
     if isinstance(value, torch.Tensor):
         into.append(value)
@@ -46,26 +55,38 @@ class NumericsMode(TorchDispatchMode):
         return True  # Dynamo still compiles; graphs run their ops through this mode
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        tensors: list = []
-        for a in args:
-            _collect(a, tensors)
-        for v in kwargs.values():
-            _collect(v, tensors)
+        # Fast path, taken by almost every op of a float32/bf16 model: no
+        # argument of a watched dtype. Kept to a few attribute reads per argument.
         watch = self.watch
-        dtype_kw = kwargs.get("dtype")
-        if dtype_kw not in watch and not any(t.dtype in watch for t in tensors):
+        hit = False
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                if a.dtype in watch:
+                    hit = True
+                    break
+            elif isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor):
+                if any(isinstance(t, torch.Tensor) and t.dtype in watch for t in a):
+                    hit = True
+                    break
+        if kwargs:
+            if not hit:
+                hit = kwargs.get("dtype") in watch or any(
+                    isinstance(v, torch.Tensor) and v.dtype in watch for v in kwargs.values())
+        else:
+            kwargs = {}
+        if not hit:
             out = func(*args, **kwargs)
-            # Factories and casts from other dtypes can still produce watched dtypes.
-            if dtype_kw is None and not tensors and isinstance(out, torch.Tensor) and out.dtype in watch:
-                return self._after(func, args, kwargs, out, [], None)
+            # Factories and ops such as argmax produce a watched dtype from others.
+            if isinstance(out, torch.Tensor) and out.dtype in watch and recompute.is_plain_neuron(out):
+                return self._after(func, args, kwargs, out, _tensors(args, kwargs), None)
             return out
         if recompute.returns_view(func) or func._schema.name == "aten::detach":
             return func(*args, **kwargs)
+        tensors = _tensors(args, kwargs)
         if not any(recompute.is_plain_neuron(t) for t in tensors) and kwargs.get("device") is None:
             return func(*args, **kwargs)  # CPU, meta or fake tensors: not ours
-        neuron_in = [t for t in tensors if recompute.is_plain_neuron(t)]
-        if self.emulate and self.config.float64 == "raise" and float64.involved(neuron_in, kwargs):
+        if self.emulate and self.config.float64 == "raise" and float64.involved(
+                [t for t in tensors if recompute.is_plain_neuron(t)], kwargs):
             float64.reject(func._schema.name)
         snapshot = recompute.snapshot_mutated(func, args, kwargs)
         out = func(*args, **kwargs)
