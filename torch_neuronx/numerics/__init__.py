@@ -16,7 +16,7 @@ from .config import NumericsConfig
 _state: dict = {"config": None, "mode": None, "error": None}
 
 
-def config() -> NumericsConfig:
+def settings() -> NumericsConfig:
     """The settings in force (read from the environment once); raises on an invalid variable."""
     if _state["error"] is not None:
         raise _state["error"]
@@ -27,13 +27,13 @@ def config() -> NumericsConfig:
 
 def mode() -> str:
     """"host", "check" or "trainium"."""
-    return config().mode
+    return settings().mode
 
 
 def install() -> None:
     """Read the settings; in check/trainium push the numerics dispatch mode."""
     try:
-        cfg = config()
+        cfg = settings()
     except _config_mod.NeuronEnvironmentError as err:
         # Registration must not fail: warn now (the message names the valid values),
         # run with host numerics, and raise again from numerics_report()/mode().
@@ -76,6 +76,13 @@ def findings() -> list[dict]:
     return _findings()
 
 
+def exposure() -> dict:
+    """{kind: {op: count}}: ops that took an int64/float64/fp8/integer-via-fp32 path (check mode)."""
+    from .report import exposure as _exposure
+
+    return _exposure()
+
+
 def reset_findings() -> None:
     from .report import reset
 
@@ -84,4 +91,4 @@ def reset_findings() -> None:
 
 def key_fields() -> tuple:
     """The numerics settings a compiled program depends on (compile cache key)."""
-    return config().key_fields()
+    return settings().key_fields()

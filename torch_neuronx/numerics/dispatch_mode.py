@@ -18,6 +18,9 @@ from .config import NumericsConfig
 
 _INTERESTING = frozenset(int64.DTYPES + float64.DTYPES + fp8.DTYPES + int_via_fp32.INT_DTYPES)
 _LOW = frozenset(stochastic_rounding.DTYPES)
+# Results with no values yet: nothing to check or emulate.
+_UNINITIALISED = frozenset({"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
+                            "aten::new_empty_strided", "aten::empty_permuted", "aten::resize_", "aten::set_"})
 
 
 def _tensors(args, kwargs) -> list:
@@ -77,10 +80,11 @@ class NumericsMode(TorchDispatchMode):
         if not hit:
             out = func(*args, **kwargs)
             # Factories and ops such as argmax produce a watched dtype from others.
-            if isinstance(out, torch.Tensor) and out.dtype in watch and recompute.is_plain_neuron(out):
+            if (isinstance(out, torch.Tensor) and out.dtype in watch and recompute.is_plain_neuron(out)
+                    and func._schema.name not in _UNINITIALISED):
                 return self._after(func, args, kwargs, out, _tensors(args, kwargs), None)
             return out
-        if recompute.returns_view(func) or func._schema.name == "aten::detach":
+        if recompute.returns_view(func) or func._schema.name in _UNINITIALISED:
             return func(*args, **kwargs)
         tensors = _tensors(args, kwargs)
         if not any(recompute.is_plain_neuron(t) for t in tensors) and kwargs.get("device") is None:
@@ -116,13 +120,19 @@ class NumericsMode(TorchDispatchMode):
 
     def _check(self, func, args, kwargs, out, neuron_in, outs, snapshot) -> None:
         name = func._schema.name
-        if self.int64_on:
+        both = neuron_in + outs
+        if self.int64_on and any(t.dtype in int64.DTYPES for t in both):
+            report.expose("int64", name)
             int64.check(name, outs)  # where a lossy value is produced, not every op it flows through
         if int_via_fp32.applies(func, neuron_in) or int_via_fp32.applies_reduce(func, args, kwargs, neuron_in):
+            report.expose("int_via_fp32", name)
             int_via_fp32.check(func, args, kwargs, out, snapshot)
-        if float64.involved(neuron_in + outs, kwargs):
+        if float64.involved(both, kwargs):
+            report.expose("float64", name)
             float64.check(func, args, kwargs, out, snapshot)
-        fp8.check(name, outs)
+        if any(t.dtype in fp8.DTYPES for t in outs):
+            report.expose("fp8", name)
+            fp8.check(name, outs)
 
     def _emulate(self, func, args, kwargs, out, tensors, neuron_in, outs, snapshot) -> None:
         if int_via_fp32.applies(func, neuron_in) or int_via_fp32.applies_reduce(func, args, kwargs, neuron_in):

@@ -12,6 +12,7 @@ import threading
 
 _lock = threading.Lock()
 _sites: dict[tuple, dict] = {}
+_exposure: dict[tuple, int] = {}  # (kind, op) -> ops that used the dtype path, lossy or not
 
 _PACKAGE_DIRS = tuple(
     os.path.dirname(os.path.abspath(p)) + os.sep
@@ -62,6 +63,20 @@ def record(kind: str, op: str, value: float, detail: str = "") -> None:
                 entry["detail"] = detail or entry["detail"]
 
 
+def expose(kind: str, op: str) -> None:
+    """Count an op that takes a path Trainium computes differently (even if exact here)."""
+    key = (kind, op)
+    _exposure[key] = _exposure.get(key, 0) + 1
+
+
+def exposure() -> dict[str, dict[str, int]]:
+    """{kind: {op: count}} of every op that used an int64/float64/fp8/integer-via-fp32 path."""
+    out: dict[str, dict[str, int]] = {}
+    for (kind, op), n in sorted(_exposure.items()):
+        out.setdefault(kind, {})[op] = n
+    return out
+
+
 def findings() -> list[dict]:
     """Every recorded site, most frequent first."""
     with _lock:
@@ -71,6 +86,7 @@ def findings() -> list[dict]:
 def reset() -> None:
     with _lock:
         _sites.clear()
+        _exposure.clear()
 
 
 def _fmt(value) -> str:
@@ -86,9 +102,12 @@ def format_report(mode: str) -> str:
         return head + ": nothing observed (host mode; set TORCH_NEURONX_NUMERICS=check)."
     if mode == "trainium" and not rows:
         return head + ": results are computed as Trainium computes them (set TORCH_NEURONX_NUMERICS=check to list where they differ)."
+    used = exposure()
+    uses = "; ".join(f"{kind}: {sum(ops.values())} op(s)" for kind, ops in used.items())
+    uses = f" Ops on these paths (exact here): {uses}." if uses else ""
     if not rows:
-        return head + ": no op would compute a different result on Trainium."
-    lines = [head + f": {len(rows)} site(s) where Trainium would differ"]
+        return head + ": no op would compute a different result on Trainium." + uses
+    lines = [head + f": {len(rows)} site(s) where Trainium would differ." + uses]
     for e in rows:
         lines.append(f"  {e['site']}: {e['op']} x{e['count']}, worst {_fmt(e['worst'])}"
                      + (f" ({e['detail']})" if e["detail"] else ""))
