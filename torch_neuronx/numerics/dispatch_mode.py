@@ -23,6 +23,10 @@ _UNINITIALISED = frozenset({"aten::empty", "aten::empty_like", "aten::empty_stri
                             "aten::new_empty_strided", "aten::empty_permuted", "aten::resize_", "aten::set_"})
 
 
+def _neuron_device(device) -> bool:
+    return device is not None and torch.device(device).type == "neuron"
+
+
 def _tensors(args, kwargs) -> list:
     tensors: list = []
     for a in args:
@@ -62,19 +66,21 @@ class NumericsMode(TorchDispatchMode):
         # argument of a watched dtype. Kept to a few attribute reads per argument.
         watch = self.watch
         hit = False
+        # CPU tensors (such as the float64 0-dim tensor a Python scalar becomes) do not count.
         for a in args:
             if isinstance(a, torch.Tensor):
-                if a.dtype in watch:
+                if a.dtype in watch and a.device.type == "neuron":
                     hit = True
                     break
             elif isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor):
-                if any(isinstance(t, torch.Tensor) and t.dtype in watch for t in a):
+                if any(isinstance(t, torch.Tensor) and t.dtype in watch and t.device.type == "neuron" for t in a):
                     hit = True
                     break
         if kwargs:
             if not hit:
                 hit = kwargs.get("dtype") in watch or any(
-                    isinstance(v, torch.Tensor) and v.dtype in watch for v in kwargs.values())
+                    isinstance(v, torch.Tensor) and v.dtype in watch and v.device.type == "neuron"
+                    for v in kwargs.values())
         else:
             kwargs = {}
         if not hit:
@@ -87,7 +93,7 @@ class NumericsMode(TorchDispatchMode):
         if recompute.returns_view(func) or func._schema.name in _UNINITIALISED:
             return func(*args, **kwargs)
         tensors = _tensors(args, kwargs)
-        if not any(recompute.is_plain_neuron(t) for t in tensors) and kwargs.get("device") is None:
+        if not any(recompute.is_plain_neuron(t) for t in tensors) and not _neuron_device(kwargs.get("device")):
             return func(*args, **kwargs)  # CPU, meta or fake tensors: not ours
         if self.emulate and self.config.float64 == "raise" and float64.involved(
                 [t for t in tensors if recompute.is_plain_neuron(t)], kwargs):
