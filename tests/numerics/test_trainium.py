@@ -108,28 +108,3 @@ def test_unexpressible_op_warns_once_and_uses_host(trainium_run):
     assert r["int_mm"] == 32
     assert len(r["warnings"]) == 1 and "aten::_int_mm" in r["warnings"][0]
     assert "host numerics" in r["warnings"][0]
-
-
-SETTINGS = r'''
-import torch, torch_neuronx
-from torch_neuronx.numerics.float64 import NumericsUnsupportedError
-r = {"int64": (torch.tensor([2**31 - 1], device="neuron") + 1).cpu().tolist(),
-     "fp8": (torch.tensor([300.0, -500.0], device="neuron").to(torch.float8_e4m3fn).float().cpu().tolist())}
-x = torch.ones(2, dtype=torch.float64)
-try:
-    x.to("neuron") * 2
-except NumericsUnsupportedError as err:
-    r["f64"] = str(err)
-r["original"] = x.tolist()
-result = r
-'''
-
-
-def test_named_settings_native_int64_raise_float64_saturate_fp8():
-    r, _ = run_mode(SETTINGS, {"TORCH_NEURONX_NUMERICS": "trainium", "TORCH_NEURONX_NUMERICS_INT64": "native",
-                               "TORCH_NEURONX_NUMERICS_FLOAT64": "raise",
-                               "TORCH_NEURONX_NUMERICS_FP8_OVERFLOW": "saturate"})
-    assert r["int64"] == [2**31]
-    assert r["fp8"] == [240.0, -240.0]
-    assert "aten::_to_copy computes in float64" in r["f64"] and "TORCH_NEURONX_NUMERICS_FLOAT64=float32" in r["f64"]
-    assert r["original"] == [1.0, 1.0]
