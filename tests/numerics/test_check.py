@@ -43,6 +43,13 @@ h = torch.tensor(1024.0, dtype=torch.float16, device="neuron")
 for _ in range(2048):
     h += 0.5
 r["rne_1024"] = h.item()
+# integer all-reduce (a one-rank group): the float32 reduction would round 2^24 + 1
+import tempfile, torch.distributed as dist
+dist.init_process_group("neuron", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1)
+c = torch.tensor([2**24 + 1, 2], device="neuron")
+here("all_reduce"); dist.all_reduce(c)
+r["all_reduce"] = c.cpu().tolist()
+dist.destroy_process_group()
 # training step on a float32 model: nothing to report
 lin = torch.nn.Linear(8, 4).to("neuron")
 lin(torch.randn(2, 8, device="neuron")).sum().backward()
@@ -70,6 +77,7 @@ def test_results_unchanged(check_run):
     assert all(result["same"][k] for k in ("int64_add", "int_mm", "index_add", "scatter_add", "float64", "fp8")), \
         result["same"]
     assert result["same"]["rne_1024"] == 1024.0
+    assert result["same"]["all_reduce"] == [2**24 + 1, 2]
 
 
 def test_int64_out_of_range_reported_with_op_line_value(check_run):
@@ -87,6 +95,7 @@ def test_integers_via_fp32_reported_above_2_24(check_run):
     assert _site(result, "int_via_fp32", "int_mm")["worst"] == 4097 * 4097 * 4
     assert _site(result, "int_via_fp32", "index_add")["worst"] == 2**24 + 1
     assert _site(result, "int_via_fp32", "scatter_add")["worst"] == 2**24 + 1
+    assert _site(result, "int_via_fp32", "all_reduce", "all_reduce")["worst"] == 2**24 + 1
     mm_sites = [f for f in result["findings"] if f["op"] == "aten::mm"]
     assert len(mm_sites) == 1  # the exact 3x3 product is not reported
     assert result["exposure"]["int_via_fp32"]["aten::mm"] == 2
@@ -103,9 +112,9 @@ def test_float64_and_fp8_reported(check_run):
 
 def test_report_lists_every_site(check_run):
     result, stderr = check_run
-    assert len(result["findings"]) == 8
+    assert len(result["findings"]) == 9
     text = result["report"]
-    assert "TORCH_NEURONX_NUMERICS=check): 8 site(s)" in text
+    assert "TORCH_NEURONX_NUMERICS=check): 9 site(s)" in text
     assert f"<string>:{result['line']['int_mm']}: aten::mm x1, worst 67141636" in text
     # the same report is printed at exit
     assert "torch-neuronx numerics report" in stderr and "aten::index_add_" in stderr

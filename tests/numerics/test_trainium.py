@@ -51,6 +51,19 @@ r["compiled_equal"] = [bool(torch.equal(u.cpu(), v.cpu())) for u, v in zip(eager
 r["compiled_int64"] = comp[0].item()
 r["compiled_mm"] = comp[1][0, 0].item()
 r["key_fields"] = list(numerics.key_fields())
+# integer all-reduce / reduce-scatter through float32 (a one-rank group: no extra processes)
+import tempfile, torch.distributed as dist
+dist.init_process_group("neuron", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1)
+c = torch.tensor([2**24 + 1, 3], device=N)
+dist.all_reduce(c)
+avg = torch.tensor([7, 2**25 + 3], device=N)
+dist.all_reduce(avg, op=dist.ReduceOp.AVG)
+rs = torch.zeros(1, dtype=torch.int32, device=N)
+dist.reduce_scatter_tensor(rs, torch.tensor([2**24 + 1], dtype=torch.int32, device=N))
+fl = torch.tensor([2.0**24 + 1], dtype=torch.float32, device=N)
+dist.all_reduce(fl)
+r["collectives"] = [c.cpu().tolist(), avg.cpu().tolist(), rs.cpu().tolist(), fl.item()]
+dist.destroy_process_group()
 # Bad input: an op the emulation cannot express keeps host numerics, with one warning naming it
 i8 = torch.ones(32, 32, dtype=torch.int8, device=N)
 with warnings.catch_warnings(record=True) as caught:
@@ -81,6 +94,14 @@ def test_integer_ops_through_fp32(trainium_run):
     assert r["mm_equal_fp32"] and r["mm_differs_from_host"]
     assert r["index_add"] == [2**24, 0]           # 2^24 + 1 is not a float32
     assert r["scatter_add"] == [[2**24]]
+
+
+def test_integer_collectives_through_fp32(trainium_run):
+    all_reduce, avg, reduce_scatter, floats = trainium_run["collectives"]
+    assert all_reduce == [2**24, 3]              # host: 2^24 + 1
+    assert avg == [7, 2**25 + 4]
+    assert reduce_scatter == [2**24]
+    assert floats == 2.0**24                     # float32 tensors: float32 as always
 
 
 def test_float64_as_float32(trainium_run):
