@@ -114,6 +114,7 @@ def main(argv=None):
         return 0
     print(f"numerics modes vs host: torch {torch.__version__}, {torch.get_num_threads()} thread(s); "
           "host mode pushes no dispatch mode (stack empty: True)")
+    NumericsMode.skip_dynamo()  # as numerics.install() does
     modes = {
         "check": NumericsMode(NumericsConfig(mode="check")),
         "trainium": NumericsMode(NumericsConfig(mode="trainium")),

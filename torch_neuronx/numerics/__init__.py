@@ -48,6 +48,7 @@ def install() -> None:
         return
     from .dispatch_mode import NumericsMode
 
+    NumericsMode.skip_dynamo()
     numerics_mode = NumericsMode(cfg)
     numerics_mode.__enter__()  # never exited: the mode lasts as long as the process
     _state["mode"] = numerics_mode
