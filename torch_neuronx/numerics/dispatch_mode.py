@@ -105,7 +105,10 @@ class NumericsMode(TorchDispatchMode):
         if self.emulate and self.config.float64 == "raise" and float64.involved(
                 [t for t in tensors if recompute.is_plain_neuron(t)], kwargs):
             float64.reject(func._schema.name)
-        snapshot = recompute.snapshot_mutated(func, args, kwargs)
+        # Copies of mutated inputs are needed only by the checks and emulations that re-run the op.
+        rerun = self.emulate or func._schema.name.split("::")[-1] in int_via_fp32.OPS or float64.involved(
+            [t for t in tensors if recompute.is_plain_neuron(t)], kwargs)
+        snapshot = recompute.snapshot_mutated(func, args, kwargs) if rerun else None
         out = func(*args, **kwargs)
         return self._after(func, args, kwargs, out, tensors, snapshot)
 

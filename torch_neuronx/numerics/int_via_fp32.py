@@ -15,13 +15,13 @@ INT_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, to
               torch.uint32, torch.uint64)
 _CAST = {d: torch.float32 for d in INT_DTYPES}
 
-_OPS = {"mm", "bmm", "addmm", "addbmm", "baddbmm", "dot", "vdot", "mv", "addmv", "matmul",
+OPS = {"mm", "bmm", "addmm", "addbmm", "baddbmm", "dot", "vdot", "mv", "addmv", "matmul",
         "_int_mm", "scatter_add", "scatter_add_", "index_add", "index_add_", "scatter_reduce",
         "scatter_reduce_", "index_reduce", "index_reduce_"}
 
 
 def applies(func, tensors) -> bool:
-    if func._schema.name.split("::")[-1] not in _OPS:
+    if func._schema.name.split("::")[-1] not in OPS:
         return False
     if func._schema.name.startswith(("aten::scatter_reduce", "aten::index_reduce")):
         return False  # only the sum reductions are listed in the facts; see _reduce_is_sum
