@@ -63,6 +63,9 @@ def _register_device() -> None:
     from .integrations import install as _install_hf_adapters
 
     _install_hf_adapters()  # post-import adapters for accelerate/transformers; imports nothing now
+    from .numerics import install as _install_numerics
+
+    _install_numerics()  # TORCH_NEURONX_NUMERICS: host installs nothing; check/trainium a dispatch mode
 
 
 def _install_unavailable_module() -> None:

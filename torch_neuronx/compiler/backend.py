@@ -103,8 +103,35 @@ def _inductor_compile(gm, example_inputs, opts, code_dir):
         return compile_fx(gm, example_inputs)
 
 
+def _numerics_compile(gm, example_inputs):
+    """check/trainium numerics: AOTAutograd graphs run op by op (no Inductor code
+    generation), so each ATen op goes through the numerics dispatch mode and a
+    compiled graph computes what eager computes in the same mode."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    def as_is(graph, _inputs):
+        return make_boxed_func(graph.forward)
+
+    return aot_autograd(fw_compiler=as_is, bw_compiler=as_is, keep_inference_input_mutations=True)(
+        gm, example_inputs)
+
+
 def _compile_static(gm, example_inputs, opts, fn: str, graph_name: str):
     """Compile one static graph through the caches; returns a callable."""
+    from .. import numerics
+
+    if numerics.mode() != "host":
+        key = cache.graph_key(gm, example_inputs, opts.key_fields()) if opts.cache else None
+        hit = cache.memory_get(key)
+        if hit is None:
+            hit = _numerics_compile(gm, example_inputs)
+            metrics.record(graphs_compiled=1)
+            if opts.cache:
+                cache.memory_put(key, hit, opts.memory_cache_entries)
+        else:
+            metrics.record(cache_hits_memory=1)
+        return hit
     key = None
     if opts.cache:
         key = cache.graph_key(gm, example_inputs, opts.key_fields())

@@ -109,6 +109,13 @@ def _config_digest() -> str:
     return hashlib.sha256("".join(parts).encode()).hexdigest()
 
 
+def _numerics_fields() -> tuple:
+    """TORCH_NEURONX_NUMERICS and its settings change what a compiled graph computes."""
+    from .. import numerics
+
+    return numerics.key_fields()
+
+
 def graph_key(gm: torch.fx.GraphModule, example_inputs, option_fields: tuple = ()) -> str | None:
     """Key of a compiled program; None when the graph must not be cached in memory."""
     digest = hashlib.sha256()
@@ -122,6 +129,7 @@ def graph_key(gm: torch.fx.GraphModule, example_inputs, option_fields: tuple = (
     digest.update(repr(_input_signature(example_inputs)).encode())
     digest.update(repr(_ambient_state()).encode())
     digest.update(repr(option_fields).encode())
+    digest.update(repr(_numerics_fields()).encode())
     digest.update(_config_digest().encode())
     return digest.hexdigest()
 

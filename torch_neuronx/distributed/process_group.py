@@ -34,6 +34,7 @@ from ._collective_check import CollectiveChecker, checked_calls_from_env, descri
 from ._host import host, host_list, host_lists
 from ._work import NeuronWork
 from ._registration import BACKEND_NAME
+from ..numerics import collectives as _numerics  # integer sums through fp32 under TORCH_NEURONX_NUMERICS
 
 
 def _make_transport(store, rank: int, size: int, timeout: timedelta):
@@ -170,8 +171,8 @@ class ProcessGroupNeuron(dist.ProcessGroup):
     def allreduce(self, tensors, opts=None):
         opts = _options(opts, AllreduceOptions)
         self._verify(lambda: f"all_reduce({_op(opts)}) {describe_list(tensors)}")
-        hosts = host_list(tensors)
-        finish = _reduce_ops.adapt(opts, self.size(), hosts)
+        hosts, _, numerics_step = _numerics.prepare("all_reduce", opts, host_list(tensors))
+        finish = _numerics.chain(_reduce_ops.adapt(opts, self.size(), hosts), numerics_step)
         return self._work((self._gloo.allreduce(hosts, opts),), tensors, finish, opts)
 
     def allreduce_coalesced(self, tensors, opts=None):
@@ -198,17 +199,18 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         opts = _options(opts, ReduceScatterOptions)
         self._verify(lambda: f"reduce_scatter({_op(opts)}) {describe_list(output_tensors)} <- "
                              f"{[describe_list(ts) for ts in input_lists]}")
-        outs = host_list(output_tensors)
-        finish = _reduce_ops.adapt(opts, self.size(), outs)
-        work = self._gloo.reduce_scatter(outs, host_lists(input_lists), opts)
+        outs, ins, numerics_step = _numerics.prepare("reduce_scatter", opts, host_list(output_tensors),
+                                                     host_lists(input_lists))
+        finish = _numerics.chain(_reduce_ops.adapt(opts, self.size(), outs), numerics_step)
+        work = self._gloo.reduce_scatter(outs, ins, opts)
         return self._work((work,), output_tensors, finish, opts)
 
     def reduce_scatter_single(self, output, input, opts=None):
         opts = _options(opts, ReduceScatterOptions)
         self._verify(lambda: f"reduce_scatter_tensor({_op(opts)}) {describe(output)} <- {describe(input)}")
-        out = host(output)
-        finish = _reduce_ops.adapt(opts, self.size(), [out])
-        work = self._gloo._reduce_scatter_base(out, host(input), opts)
+        (out,), inp, numerics_step = _numerics.prepare("reduce_scatter", opts, [host(output)], host(input))
+        finish = _numerics.chain(_reduce_ops.adapt(opts, self.size(), [out]), numerics_step)
+        work = self._gloo._reduce_scatter_base(out, inp, opts)
         return self._work((work,), [output], finish, opts)
 
     _reduce_scatter_base = reduce_scatter_single

@@ -1,0 +1,146 @@
+"""Claim: TORCH_NEURONX_NUMERICS=host costs nothing, check costs at most 2x on
+the eager transformer block, and trainium's emulation cost is printed.
+
+The modes are what numerics.install() pushes at startup; here the same
+dispatch mode object is entered and left around timed batches in one process,
+so host and each mode are interleaved (order alternating every repeat) and
+compared as medians of paired per-repeat ratios, with drift on a shared
+machine hitting both sides alike. Host mode pushes nothing, so "host" below
+is also the time with the numerics layer absent; the script checks that the
+dispatch-mode stack is empty in host mode.
+
+    python benchmarks/numerics_modes.py          # ~40 s
+    python benchmarks/numerics_modes.py --quick  # ~8 s smoke run
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("TORCH_NEURONX_NUMERICS", "host")
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+
+from torch_neuronx import numerics  # noqa: E402
+from torch_neuronx.numerics.config import NumericsConfig  # noqa: E402
+from torch_neuronx.numerics.dispatch_mode import NumericsMode  # noqa: E402
+
+CHECK_RATIO = 2.0  # target: check / host on the transformer block
+
+
+def build_block(dtype=torch.float32):
+    torch.manual_seed(0)
+    block = nn.TransformerEncoderLayer(64, 4, 256, batch_first=True, dropout=0.0).to("neuron", dtype)
+    x = torch.randn(4, 16, 64, generator=torch.Generator().manual_seed(1)).to("neuron", dtype)
+    params = list(block.parameters())
+
+    def step():
+        for p in params:
+            p.grad = None
+        block(x).sum().backward()
+    return step
+
+
+def build_add():
+    a = torch.randn(16, device="neuron")
+    b = torch.randn(16, device="neuron")
+    return lambda: a + b
+
+
+def build_positions():
+    """An int64 path every HF decoder has: position ids, a mask, an embedding lookup."""
+    emb = nn.Embedding(128, 32).to("neuron")
+    ids = torch.arange(64, device="neuron").view(4, 16) % 128
+
+    def step():
+        pos = torch.arange(16, device="neuron").unsqueeze(0).expand(4, -1)
+        mask = (ids > 3).long().cumsum(-1)
+        return emb(ids + 0 * pos) * mask.unsqueeze(-1)
+    return step
+
+
+def time_batch(fn, n, mode=None):
+    if mode is not None:
+        mode.__enter__()
+    try:
+        start = time.perf_counter_ns()
+        for _ in range(n):
+            fn()
+        return (time.perf_counter_ns() - start) / n / 1e3
+    finally:
+        if mode is not None:
+            mode.__exit__(None, None, None)
+
+
+def measure(fn, mode, budget_s, batch_s, min_repeats=7):
+    for _ in range(3):
+        fn()
+        time_batch(fn, 1, mode)
+    one = min(time_batch(fn, 1, mode) for _ in range(3))
+    n = max(1, round(batch_s * 1e6 / max(one, 1e-3)))
+    host, other = [], []
+    gc.collect()
+    gc.disable()
+    try:
+        deadline = time.perf_counter() + budget_s
+        r = 0
+        while r < min_repeats or time.perf_counter() < deadline:
+            for side in (("host", "mode") if r % 2 == 0 else ("mode", "host")):
+                if side == "host":
+                    host.append(time_batch(fn, n))
+                else:
+                    other.append(time_batch(fn, n, mode))
+            r += 1
+    finally:
+        gc.enable()
+    return statistics.median(host), statistics.median(other), statistics.median(
+        b / a for a, b in zip(host, other))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch.set_num_threads (default 1: intra-op threads on a loaded machine spin)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    budget_s, batch_s = (0.6, 0.01) if args.quick else (4.0, 0.03)
+    if numerics.mode() != "host" or torch._C._len_torch_dispatch_stack() != 0:
+        print("run this script with TORCH_NEURONX_NUMERICS unset or host")
+        return 0
+    print(f"numerics modes vs host: torch {torch.__version__}, {torch.get_num_threads()} thread(s); "
+          "host mode pushes no dispatch mode (stack empty: True)")
+    NumericsMode.skip_dynamo()  # as numerics.install() does
+    modes = {
+        "check": NumericsMode(NumericsConfig(mode="check")),
+        "trainium": NumericsMode(NumericsConfig(mode="trainium")),
+        "trainium+SR": NumericsMode(NumericsConfig(mode="trainium", stochastic_rounding=True)),
+    }
+    cases = [
+        ("TransformerEncoderLayer fwd+bwd fp32", build_block, ("check", "trainium"), "check"),
+        ("TransformerEncoderLayer fwd+bwd bf16", lambda: build_block(torch.bfloat16),
+         ("check", "trainium+SR"), ""),
+        ("int64 positions/mask/embedding", build_positions, ("check", "trainium"), ""),
+        ("add (16,)", build_add, ("check",), ""),
+    ]
+    header = f"{'case':<40}{'mode':<13}{'host us':>10}{'mode us':>10}{'ratio':>8}  target"
+    print(header)
+    print("-" * len(header))
+    for name, build, mode_names, target in cases:
+        fn = build()
+        for m in mode_names:
+            host_us, mode_us, ratio = measure(fn, modes[m], budget_s, batch_s)
+            verdict = ""
+            if target == m:
+                verdict = f"<= {CHECK_RATIO}x {'PASS' if ratio <= CHECK_RATIO else 'MISS'}"
+            print(f"{name:<40}{m:<13}{host_us:>10.1f}{mode_us:>10.1f}{ratio:>7.2f}x  {verdict}")
+    numerics.reset_findings()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

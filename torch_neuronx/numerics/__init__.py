@@ -1,0 +1,95 @@
+"""Trainium numerics on the virtual core: TORCH_NEURONX_NUMERICS=host|check|trainium.
+
+`install()` runs at startup (registration). In host mode it only reads the
+environment; check and trainium push one dispatch mode (dispatch_mode.py) for the
+life of the process. See docs/numerics.md.
+"""
+from __future__ import annotations
+
+import atexit
+import sys
+import warnings
+
+from . import config as _config_mod
+from .config import NumericsConfig
+
+_state: dict = {"config": None, "mode": None, "error": None}
+
+
+def settings() -> NumericsConfig:
+    """The settings in force (read from the environment once); raises on an invalid variable."""
+    if _state["error"] is not None:
+        raise _state["error"]
+    if _state["config"] is None:
+        _state["config"] = _config_mod.from_environment()
+    return _state["config"]
+
+
+def mode() -> str:
+    """"host", "check" or "trainium"."""
+    return settings().mode
+
+
+def install() -> None:
+    """Read the settings; in check/trainium push the numerics dispatch mode."""
+    try:
+        cfg = settings()
+    except _config_mod.NeuronEnvironmentError as err:
+        # Registration must not fail: warn now (the message names the valid values),
+        # run with host numerics, and raise again from numerics_report()/mode().
+        _state["error"] = err
+        warnings.warn(f"{err} Running with host numerics.", RuntimeWarning, stacklevel=2)
+        return
+    if cfg.stochastic_rounding and cfg.mode != "trainium":
+        warnings.warn(
+            f"{_config_mod.SR_ENABLE}=1 is emulated only with {_config_mod.MODE}=trainium "
+            f"(now {cfg.mode}); rounding stays round-to-nearest-even.", RuntimeWarning, stacklevel=2)
+    if cfg.mode == "host" or _state["mode"] is not None:
+        return
+    from .dispatch_mode import NumericsMode
+
+    NumericsMode.skip_dynamo()
+    numerics_mode = NumericsMode(cfg)
+    numerics_mode.__enter__()  # never exited: the mode lasts as long as the process
+    _state["mode"] = numerics_mode
+    if cfg.mode == "check" and cfg.report_at_exit:
+        atexit.register(_report_at_exit)
+
+
+def _report_at_exit() -> None:
+    from .report import findings
+
+    if findings():
+        print(numerics_report(), file=sys.stderr)
+
+
+def numerics_report() -> str:
+    """A readable list of the places where Trainium would compute a different result."""
+    from .report import format_report
+
+    return format_report(mode())
+
+
+def findings() -> list[dict]:
+    """The report's sites as dicts: kind, op, site, count, worst, detail, message, advice."""
+    from .report import findings as _findings
+
+    return _findings()
+
+
+def exposure() -> dict:
+    """{kind: {op: count}}: ops that took an int64/float64/fp8/integer-via-fp32 path (check mode)."""
+    from .report import exposure as _exposure
+
+    return _exposure()
+
+
+def reset_findings() -> None:
+    from .report import reset
+
+    reset()
+
+
+def key_fields() -> tuple:
+    """The numerics settings a compiled program depends on (compile cache key)."""
+    return settings().key_fields()

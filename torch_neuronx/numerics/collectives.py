@@ -1,0 +1,83 @@
+"""Integer all-reduce and reduce-scatter (trainium-facts.md A1, high): no
+integer datapath, int32/int64 operands are reduced in FP32 ("lossy for
+magnitudes above 2^24").
+
+`prepare()` is the one call the process group makes. Host mode returns the
+transport tensors unchanged. trainium: integer sum-reductions run on float32
+copies, and the step after the transfer rounds the float32 result back into
+the integer tensors. check: the step after the transfer records a result whose
+magnitude exceeds 2^24 (the float32 reduction would have rounded it).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+from . import config as _config, report
+from .int_via_fp32 import EXACT_LIMIT, INT_DTYPES
+
+_SUMS = frozenset((dist.ReduceOp.RedOpType.SUM, dist.ReduceOp.RedOpType.AVG,
+                   dist.ReduceOp.RedOpType.PREMUL_SUM))
+
+
+def _current_mode() -> str:
+    from .. import numerics
+
+    try:
+        return numerics.mode()
+    except _config.NeuronEnvironmentError:
+        return "host"
+
+
+def _is_sum(opts) -> bool:
+    op = opts.reduceOp
+    return (op.op if isinstance(op, dist.ReduceOp) else op) in _SUMS
+
+
+def prepare(name: str, opts, outputs: list, inputs: list | None = None):
+    """(outputs, inputs, finish) for the transport; finish runs after the transfer.
+
+    `inputs` is None for in-place collectives (all_reduce); for reduce-scatter it is
+    the list (or list of lists) the transport reads.
+    """
+    mode = _current_mode()
+    if mode == "host" or not _is_sum(opts) or not any(t.dtype in INT_DTYPES for t in outputs):
+        return outputs, inputs, None
+    if mode == "check":
+        def check() -> None:
+            for t in outputs:
+                if t.dtype in INT_DTYPES and t.numel():
+                    worst = t.to(torch.float64).abs().max().item()
+                    if worst > EXACT_LIMIT:
+                        report.record("int_via_fp32", name, worst, f"{t.dtype} {tuple(t.shape)}")
+        return outputs, inputs, check
+    wide = [t.to(torch.float32) if t.dtype in INT_DTYPES else t for t in outputs]
+    wide_inputs = _widen(inputs)
+
+    def narrow() -> None:
+        for dst, src in zip(outputs, wide):
+            if src is not dst:
+                info = torch.iinfo(dst.dtype)
+                dst.copy_(src.round().clamp(info.min, info.max).to(dst.dtype))
+    return wide, wide_inputs, narrow
+
+
+def _widen(value):
+    if value is None:
+        return None
+    if isinstance(value, torch.Tensor):
+        return value.to(torch.float32) if value.dtype in INT_DTYPES else value
+    return [_widen(v) for v in value]
+
+
+def chain(first: Callable[[], None] | None, then: Callable[[], None] | None):
+    """Run `first` (e.g. the AVG division) and then `then`; None when both are None."""
+    if first is None or then is None:
+        return first or then
+
+    def both() -> None:
+        first()
+        then()
+    return both

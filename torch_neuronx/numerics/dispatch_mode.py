@@ -1,0 +1,174 @@
+"""The dispatch mode that `check` and `trainium` install at startup.
+
+It sits below autograd, so it sees every ATen op on neuron tensors, forward
+and backward, explicit kernels included, and the ops of compiled graphs
+(the backend runs them op by op in these modes: compiler/backend.py). Ops
+without a neuron tensor of an affected dtype pass straight through. Host mode
+installs nothing.
+"""
+from __future__ import annotations
+
+import warnings
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import fp8, float64, int64, int_via_fp32, recompute, report, stochastic_rounding
+from .config import NumericsConfig
+
+_INTERESTING = frozenset(int64.DTYPES + float64.DTYPES + fp8.DTYPES + int_via_fp32.INT_DTYPES)
+_LOW = frozenset(stochastic_rounding.DTYPES)
+# Results with no values yet: nothing to check or emulate.
+_UNINITIALISED = frozenset({"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
+                            "aten::new_empty_strided", "aten::empty_permuted", "aten::resize_", "aten::set_"})
+
+
+def _neuron_device(device) -> bool:
+    return device is not None and torch.device(device).type == "neuron"
+
+
+def _tensors(args, kwargs) -> list:
+    tensors: list = []
+    for a in args:
+        _collect(a, tensors)
+    for v in kwargs.values():
+        _collect(v, tensors)
+    return tensors
+
+
+def _collect(value, into: list) -> None:
+    if isinstance(value, torch.Tensor):
+        into.append(value)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _collect(v, into)
+
+
+class NumericsMode(TorchDispatchMode):
+    """check: record where Trainium would differ; trainium: compute as Trainium does."""
+
+    def __init__(self, config: NumericsConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.emulate = config.mode == "trainium"
+        self.sr = stochastic_rounding.Rounder(config.stochastic_rounding_seed) \
+            if self.emulate and config.stochastic_rounding else None
+        self.watch = _INTERESTING | (_LOW if self.sr is not None else frozenset())
+        self.int64_on = config.int64 == "wrap"
+        self._warned: set[str] = set()
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # PyTorch wraps __torch_dispatch__ in torch._dynamo.disable unless this is
+        # False: that wrapper costs ~8 us per op. Instead `skip_dynamo()` marks this
+        # frame and everything it calls as never traced, once, at install.
+        return False
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        return True  # Dynamo still compiles; graphs run their ops through this mode
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        # Fast path, taken by almost every op of a float32/bf16 model: no
+        # argument of a watched dtype. Kept to a few attribute reads per argument.
+        watch = self.watch
+        hit = False
+        # CPU tensors (such as the float64 0-dim tensor a Python scalar becomes) do not count.
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                if a.dtype in watch and a.device.type == "neuron":
+                    hit = True
+                    break
+            elif isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor):
+                if any(isinstance(t, torch.Tensor) and t.dtype in watch and t.device.type == "neuron" for t in a):
+                    hit = True
+                    break
+        if kwargs:
+            if not hit:
+                hit = kwargs.get("dtype") in watch or any(
+                    isinstance(v, torch.Tensor) and v.dtype in watch and v.device.type == "neuron"
+                    for v in kwargs.values())
+        else:
+            kwargs = {}
+        if not hit:
+            out = func(*args, **kwargs)
+            # Factories and ops such as argmax produce a watched dtype from others.
+            if (isinstance(out, torch.Tensor) and out.dtype in watch and recompute.is_plain_neuron(out)
+                    and func._schema.name not in _UNINITIALISED):
+                return self._after(func, args, kwargs, out, _tensors(args, kwargs), None)
+            return out
+        if recompute.returns_view(func) or func._schema.name in _UNINITIALISED:
+            return func(*args, **kwargs)
+        tensors = _tensors(args, kwargs)
+        if not any(recompute.is_plain_neuron(t) for t in tensors) and not _neuron_device(kwargs.get("device")):
+            return func(*args, **kwargs)  # CPU, meta or fake tensors: not ours
+        if self.emulate and self.config.float64 == "raise" and float64.involved(
+                [t for t in tensors if recompute.is_plain_neuron(t)], kwargs):
+            float64.reject(func._schema.name)
+        # Copies of mutated inputs are needed only by the checks and emulations that re-run the op.
+        rerun = self.emulate or func._schema.name.split("::")[-1] in int_via_fp32.OPS or float64.involved(
+            [t for t in tensors if recompute.is_plain_neuron(t)], kwargs)
+        snapshot = recompute.snapshot_mutated(func, args, kwargs) if rerun else None
+        out = func(*args, **kwargs)
+        return self._after(func, args, kwargs, out, tensors, snapshot)
+
+    @classmethod
+    def skip_dynamo(cls) -> None:
+        """Dynamo must never trace the mode (ops of a compiled graph reach it while
+        Dynamo's frame callback is set): skip its frame and every frame it calls."""
+        from torch._C._dynamo.eval_frame import set_code_exec_strategy
+        from torch._dynamo.types import FrameAction, FrameExecStrategy
+
+        set_code_exec_strategy(cls.__torch_dispatch__.__code__,
+                               FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP))
+
+    def _after(self, func, args, kwargs, out, tensors, snapshot):
+        outs = recompute.neuron_outputs(func, args, kwargs, out)
+        if not outs and not tensors:
+            return out
+        name = func._schema.name
+        neuron_in = [t for t in tensors if recompute.is_plain_neuron(t)]
+        try:
+            if self.emulate:
+                self._emulate(func, args, kwargs, out, tensors, neuron_in, outs, snapshot)
+            else:
+                self._check(func, args, kwargs, out, neuron_in, outs, snapshot)
+        except float64.NumericsUnsupportedError:
+            raise
+        except Exception as err:  # noqa: BLE001 - never break the user's op; say so once
+            if name not in self._warned:
+                self._warned.add(name)
+                warnings.warn(
+                    f"TORCH_NEURONX_NUMERICS={self.config.mode}: {name} (at {report.user_site()}) cannot be "
+                    f"{'emulated' if self.emulate else 'checked'} ({type(err).__name__}: {err}); "
+                    "its result uses host numerics.", RuntimeWarning, stacklevel=2)
+        return out
+
+    def _check(self, func, args, kwargs, out, neuron_in, outs, snapshot) -> None:
+        name = func._schema.name
+        both = neuron_in + outs
+        if self.int64_on and any(t.dtype in int64.DTYPES for t in both):
+            report.expose("int64", name)
+            int64.check(name, outs)  # where a lossy value is produced, not every op it flows through
+        if int_via_fp32.applies(func, neuron_in) or int_via_fp32.applies_reduce(func, args, kwargs, neuron_in):
+            report.expose("int_via_fp32", name)
+            int_via_fp32.check(func, args, kwargs, out, snapshot)
+        if float64.involved(both, kwargs):
+            report.expose("float64", name)
+            float64.check(func, args, kwargs, out, snapshot)
+        if any(t.dtype in fp8.DTYPES for t in outs):
+            report.expose("fp8", name)
+            fp8.check(name, outs)
+
+    def _emulate(self, func, args, kwargs, out, tensors, neuron_in, outs, snapshot) -> None:
+        if int_via_fp32.applies(func, neuron_in) or int_via_fp32.applies_reduce(func, args, kwargs, neuron_in):
+            int_via_fp32.emulate(func, args, kwargs, out, snapshot)
+        elif float64.involved(neuron_in + outs, kwargs):
+            float64.emulate(func, args, kwargs, out, snapshot)
+        elif self.sr is not None and stochastic_rounding.applies(func, tensors, outs):
+            stochastic_rounding.emulate(func, args, kwargs, out, snapshot, self.sr)
+        if self.int64_on:
+            for t in outs:
+                if t.dtype in int64.DTYPES:
+                    int64.wrap_(t)
+        fp8.emulate(outs, self.config.fp8_overflow)
