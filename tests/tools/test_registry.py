@@ -10,7 +10,7 @@ import torch
 from torch_neuronx.tools.api import registry
 from torch_neuronx.tools.api.collector import rates, take_sample
 
-from .conftest import start_worker, stop_worker
+from .conftest import launch_worker, stop_worker, wait_ready
 
 
 def test_worker_publishes_memory_ops_and_busy_time(worker, runtime_dir):
@@ -34,13 +34,12 @@ def test_worker_publishes_memory_ops_and_busy_time(worker, runtime_dir):
 
 
 def test_normal_exit_removes_the_page_and_crash_is_ignored(tmp_path):
-    proc = start_worker(tmp_path)
+    proc, crashed = launch_worker(tmp_path), launch_worker(tmp_path)  # started together: one startup's wait
+    wait_ready(proc), wait_ready(crashed)
     page = tmp_path / f"{proc.pid}.stats"
     assert page.exists()
     stop_worker(proc)
     assert proc.returncode == 0 and not page.exists()
-
-    crashed = start_worker(tmp_path)
     os.kill(crashed.pid, signal.SIGKILL)
     crashed.wait()
     assert (tmp_path / f"{crashed.pid}.stats").exists()  # left behind ...

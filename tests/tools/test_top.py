@@ -78,6 +78,7 @@ def test_live_in_tmux_with_a_torchrun_job(tmp_path):
         subprocess.run(tmux + ["new-session", "-d", "-s", session, "-x", "150", "-y", "50",
                                "-e", f"TORCH_NEURONX_RUNTIME_DIR={tmp_path}",
                                "-e", f"PYTHONPATH={os.environ.get('PYTHONPATH', '')}", cmd], check=True)
+        subprocess.run(tmux + ["resize-window", "-t", session, "-x", "150", "-y", "50"], capture_output=True)
 
         def screen() -> str:
             return subprocess.run(tmux + ["capture-pane", "-p", "-t", session], capture_output=True,
@@ -92,13 +93,15 @@ def test_live_in_tmux_with_a_torchrun_job(tmp_path):
                 time.sleep(0.3)
             raise AssertionError(f"{text!r} not drawn:\n{s}")
 
-        s = wait_for("Memory Usage Details")
-        s = wait_for(f"pid {ranks[1]}")
-        assert "NeuronCore v3d Utilization (%)" in s and f"[2] {ranks[1]}" in s and "NC0" in s and "NC1" in s
+        s = wait_for(f"[2] {ranks[1]}")   # the tab of each rank, with both ranks' cores busy
+        s = wait_for(f"pid {ranks[0]}")
+        assert "NeuronCore v3d Utilization (%)" in s and f"[1] {ranks[0]}" in s and "NC0" in s and "NC1" in s
+        assert "VCPU Utilization" in s and "Memory Usage Summary" in s and "Memory Usage Details" in s
         subprocess.run(tmux + ["send-keys", "-t", session, "F"], check=True)
         wait_for("Utilization (TFLOPS)")
         subprocess.run(tmux + ["send-keys", "-t", session, "2"], check=True)
-        s = wait_for(f"[2] {ranks[1]}")
+        s = wait_for(f"pid {ranks[1]}")        # rank 1's own tab
+        assert f"pid {ranks[0]}" not in s
         subprocess.run(tmux + ["send-keys", "-t", session, "q"], check=True)
         end = time.monotonic() + 15
         while time.monotonic() < end and subprocess.run(tmux + ["has-session", "-t", session],
