@@ -106,7 +106,8 @@ def _memory_details(shown: list[ProcessRate]) -> Panel:
         node = tree.add(f"pid {p.entry.pid}  {p.entry.command[:60]}  host {_bytes(host.process_rss(p.entry.pid))}")
         for c in p.cores:
             node.add(f"NC{c.core} (neuron:{c.local})  tensors {_bytes(c.allocated)}  peak "
-                     f"{_bytes(c.allocated_peak)}  reserved {_bytes(c.reserved)}  ops/s {c.ops}  graphs {c.graphs}")
+                     f"{_bytes(c.allocated_peak)}  reserved {_bytes(c.reserved)}  ops/s {c.ops / c.period:.0f}  "
+                     f"graphs {c.graphs}")
     return Panel(tree, title="Memory Usage Details", title_align="left")
 
 

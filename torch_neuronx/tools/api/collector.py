@@ -35,6 +35,7 @@ class CoreRate:
     flops: float        # estimated FLOP/s (0 without estimates)
     ops: int            # ops executed in the period
     graphs: int
+    period: float       # seconds between the samples
     allocated: int
     allocated_peak: int
     reserved: int
@@ -63,6 +64,7 @@ def rates(before: Sample, after: Sample) -> list[ProcessRate]:
                 utilization=min(100.0, max(0.0, 100.0 * busy / 1e9 / period)),
                 flops=max(0, fields["estimated_flops"] - prev.get("estimated_flops", 0)) / period,
                 ops=fields["ops"] - prev.get("ops", 0), graphs=fields["graphs"] - prev.get("graphs", 0),
+                period=period,
                 allocated=fields["allocated"], allocated_peak=fields["allocated_peak"],
                 reserved=fields["reserved"]))
         cpu_now, cpu_old = after.process_cpu.get(pid), before.process_cpu.get(pid)
