@@ -7,6 +7,7 @@
 // results are adopted into neuron memory without a copy. Random ops draw from
 // the neuron generator's CPU engine (generator.cpp).
 #include "neuron_core.h"
+#include "tools_core.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/SmallVector.h>
@@ -146,6 +147,7 @@ class HostCall {
   }
 
   bool has_device() const { return device_.has_value(); }
+  c10::DeviceIndex device() const { return *device_; }
 
  private:
   struct Input {
@@ -271,6 +273,8 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::
   call.bind_generators(stack);
   const size_t num_returns = op.schema().returns().size();
   {
+    // Counts the op, times the core, and backs the kernel's allocations with device memory.
+    OpScope scope(op_slot(op), call.device());
     auto locks = call.lock_generators();
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
     call.advance_generators(stack, num_returns);

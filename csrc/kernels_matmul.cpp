@@ -5,6 +5,7 @@
 // fallback, but unboxed: no IValue rewriting, no schema walk, no dispatcher
 // round trip to the CPU kernel (at::cpu:: calls it directly).
 #include "neuron_core.h"
+#include "tools_core.h"
 
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward_cpu_dispatch.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_cpu_dispatch.h>
@@ -18,6 +19,11 @@
 
 namespace torch_neuronx {
 namespace {
+
+// Counts the op for torch_neuronx.get_executed_ops() and times the core.
+#define NEURON_TRACK_OP(name, dev)                  \
+  static OpSlot* const op_slot_ = named_op_slot(name); \
+  OpScope op_scope_(op_slot_, dev)
 
 // The one neuron device all tensor arguments live on, with CUDA's message when
 // they do not (0-dim CPU tensors are allowed, as on CUDA).
@@ -58,11 +64,13 @@ at::Tensor alias_sharing(const at::Tensor& input, const at::Tensor& out, const H
 
 at::Tensor neuron_mm(const at::Tensor& self, const at::Tensor& mat2) {
   const auto dev = common_device("aten::mm", {&self, &mat2});
+  NEURON_TRACK_OP("aten::mm", dev);
   return adopt_host_result(at::cpu::mm(cpu_alias(self), cpu_alias(mat2)), dev);
 }
 
 at::Tensor& neuron_mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
   const auto dev = common_device("aten::mm.out", {&self, &mat2, &out});
+  NEURON_TRACK_OP("aten::mm.out", dev);
   HostOut host(out);
   at::cpu::mm_out(host.host, cpu_alias(self), cpu_alias(mat2));
   sync_written_output(out, host.host, host.alias_storage, dev);
@@ -71,11 +79,13 @@ at::Tensor& neuron_mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Te
 
 at::Tensor neuron_bmm(const at::Tensor& self, const at::Tensor& mat2) {
   const auto dev = common_device("aten::bmm", {&self, &mat2});
+  NEURON_TRACK_OP("aten::bmm", dev);
   return adopt_host_result(at::cpu::bmm(cpu_alias(self), cpu_alias(mat2)), dev);
 }
 
 at::Tensor& neuron_bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
   const auto dev = common_device("aten::bmm.out", {&self, &mat2, &out});
+  NEURON_TRACK_OP("aten::bmm.out", dev);
   HostOut host(out);
   at::cpu::bmm_out(host.host, cpu_alias(self), cpu_alias(mat2));
   sync_written_output(out, host.host, host.alias_storage, dev);
@@ -85,6 +95,7 @@ at::Tensor& neuron_bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::T
 at::Tensor neuron_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
                         const at::Scalar& beta, const at::Scalar& alpha) {
   const auto dev = common_device("aten::addmm", {&self, &mat1, &mat2});
+  NEURON_TRACK_OP("aten::addmm", dev);
   return adopt_host_result(
       at::cpu::addmm(cpu_alias(self), cpu_alias(mat1), cpu_alias(mat2), beta, alpha), dev);
 }
@@ -92,6 +103,7 @@ at::Tensor neuron_addmm(const at::Tensor& self, const at::Tensor& mat1, const at
 at::Tensor& neuron_addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
                              const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
   const auto dev = common_device("aten::addmm.out", {&self, &mat1, &mat2, &out});
+  NEURON_TRACK_OP("aten::addmm.out", dev);
   HostOut host(out);
   at::cpu::addmm_out(host.host, alias_sharing(self, out, host), cpu_alias(mat1), cpu_alias(mat2),
                      beta, alpha);
@@ -102,6 +114,7 @@ at::Tensor& neuron_addmm_out(const at::Tensor& self, const at::Tensor& mat1, con
 at::Tensor neuron_baddbmm(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
                           const at::Scalar& beta, const at::Scalar& alpha) {
   const auto dev = common_device("aten::baddbmm", {&self, &b1, &b2});
+  NEURON_TRACK_OP("aten::baddbmm", dev);
   return adopt_host_result(
       at::cpu::baddbmm(cpu_alias(self), cpu_alias(b1), cpu_alias(b2), beta, alpha), dev);
 }
@@ -109,6 +122,7 @@ at::Tensor neuron_baddbmm(const at::Tensor& self, const at::Tensor& b1, const at
 at::Tensor& neuron_baddbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
                                const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
   const auto dev = common_device("aten::baddbmm.out", {&self, &b1, &b2, &out});
+  NEURON_TRACK_OP("aten::baddbmm.out", dev);
   HostOut host(out);
   at::cpu::baddbmm_out(host.host, alias_sharing(self, out, host), cpu_alias(b1), cpu_alias(b2),
                        beta, alpha);
@@ -126,6 +140,7 @@ std::tuple<at::Tensor, at::Tensor> neuron_flash_attention(
     bool is_causal, const std::optional<at::Tensor>& attn_mask, std::optional<double> scale) {
   const at::Tensor* mask = attn_mask.has_value() ? &*attn_mask : nullptr;
   const auto dev = common_device("aten::_scaled_dot_product_flash_attention_for_cpu", {&q, &k, &v, mask});
+  NEURON_TRACK_OP("aten::_scaled_dot_product_flash_attention_for_cpu", dev);
   auto [out, lse] = at::cpu::_scaled_dot_product_flash_attention_for_cpu(
       cpu_alias(q), cpu_alias(k), cpu_alias(v), dropout_p, is_causal, host_optional(attn_mask),
       scale);
@@ -139,6 +154,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> neuron_flash_attention_backward(
   const at::Tensor* mask = attn_mask.has_value() ? &*attn_mask : nullptr;
   const auto dev = common_device("aten::_scaled_dot_product_flash_attention_for_cpu_backward",
                                  {&grad_out, &q, &k, &v, &out, &lse, mask});
+  NEURON_TRACK_OP("aten::_scaled_dot_product_flash_attention_for_cpu_backward", dev);
   auto [gq, gk, gv] = at::cpu::_scaled_dot_product_flash_attention_for_cpu_backward(
       cpu_alias(grad_out), cpu_alias(q), cpu_alias(k), cpu_alias(v), cpu_alias(out),
       cpu_alias(lse), dropout_p, is_causal, host_optional(attn_mask), scale);

@@ -6,6 +6,7 @@
 #include <torch/extension.h>
 
 namespace torch_neuronx {
+void bind_tools(py::module& m);  // tools_bindings.cpp
 namespace {
 
 void configure(std::vector<int64_t> capacities, int64_t default_device, std::string error) {
@@ -50,6 +51,7 @@ PYBIND11_MODULE(_C, m) {
         return tn::empty_strided_on(size, stride, scalar_type, static_cast<c10::DeviceIndex>(index));
       },
       "Allocate an uninitialised neuron tensor (compiled graphs' buffers).");
+  tn::bind_tools(m);
   m.def("_drain_autograd_workers", &tn::drain_autograd_workers,
         py::call_guard<py::gil_scoped_release>());
 }

@@ -19,8 +19,18 @@ def start(core) -> None:
     try:
         _topology = discover()
         _error = None
+        env.parse_flag(env.LAUNCH_BLOCKING)  # validated; execution is synchronous already
+        cache_limit = env.parse_cache_limit(env.ALLOCATOR_CACHE_LIMIT)
+        no_caching = env.parse_flag(env.NO_MEMORY_CACHING)
         capacities = [c.hbm_bytes for c in _topology.cores]
         core._configure(capacities, default_device(_topology), "")
+        if cache_limit is not None:
+            core._set_allocator_cache_limit(cache_limit)
+        if no_caching:
+            core._set_allocator_no_caching(True)
+        from ..tools.api.registry import publish_process
+
+        publish_process(core, _topology)
     except env.NeuronEnvironmentError as err:
         _topology, _error = None, str(err)
         core._configure([], 0, str(err))

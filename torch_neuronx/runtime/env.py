@@ -13,6 +13,14 @@ VISIBLE_CORES = "NEURON_RT_VISIBLE_CORES"
 NUM_CORES = "NEURON_RT_NUM_CORES"
 LOCAL_RANK = "LOCAL_RANK"
 ESTIMATE_ASSUMPTIONS = "TORCH_NEURONX_ESTIMATE_ASSUMPTIONS"  # estimate/assumptions.py
+# Execution on the virtual core is synchronous already; accepted (0 or 1) for TorchNeuron scripts.
+LAUNCH_BLOCKING = "NEURON_LAUNCH_BLOCKING"
+# Free device memory the caching allocator keeps cached per process (host memory backs it).
+ALLOCATOR_CACHE_LIMIT = "TORCH_NEURONX_ALLOCATOR_CACHE_LIMIT"
+# 1: no caching (each allocation its own segment, returned at once), as PYTORCH_NO_CUDA_MEMORY_CACHING.
+NO_MEMORY_CACHING = "TORCH_NEURONX_NO_MEMORY_CACHING"
+# Folder of the per-process stats pages the Neuron tools read.
+RUNTIME_DIR = "TORCH_NEURONX_RUNTIME_DIR"
 
 
 class NeuronEnvironmentError(RuntimeError):
@@ -60,6 +68,27 @@ def parse_bytes(name: str) -> int | None:
     if value <= 0:
         raise NeuronEnvironmentError(f"{name}={raw!r} must be a positive size.")
     return value
+
+
+def parse_flag(name: str) -> bool | None:
+    """A 0/1 switch (also true/false, yes/no, on/off)."""
+    raw = get(name)
+    if raw is None:
+        return None
+    value = raw.lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise NeuronEnvironmentError(f"{name}={raw!r} is not a switch; set it to 1 or 0, or unset it.")
+
+
+def parse_cache_limit(name: str) -> int | None:
+    """A size as parse_bytes, or 0 (keep nothing cached)."""
+    raw = get(name)
+    if raw is not None and raw.strip("0") == "":
+        return 0
+    return parse_bytes(name)
 
 
 def parse_core_list(name: str) -> list[int] | None:

@@ -1,0 +1,98 @@
+"""The caching allocator: pools, size classes, reuse, empty_cache, HBM on reserved bytes, OOM text."""
+from __future__ import annotations
+
+import gc
+
+import pytest
+import torch
+
+from tests.conftest import run_python
+
+DEV = 2
+
+
+def _stats():
+    return torch.neuron.memory_stats(DEV)
+
+
+def test_size_classes_pools_and_reuse():
+    gc.collect()
+    torch.neuron.empty_cache()
+    base_alloc = torch.neuron.memory_allocated(DEV)
+    base_requested = _stats()["requested_bytes.all.current"]
+    x = torch.empty(1000, dtype=torch.uint8, device=f"neuron:{DEV}")     # small pool, rounded to 1024
+    s = _stats()
+    assert s["allocated_bytes.small_pool.current"] >= 1024 and s["reserved_bytes.small_pool.current"] >= 2 << 20
+    assert torch.neuron.memory_allocated(DEV) == base_alloc + 1024
+    assert s["requested_bytes.all.current"] == base_requested + 1000
+    y = torch.empty(3 << 20, dtype=torch.uint8, device=f"neuron:{DEV}")  # large pool, 20 MiB segment
+    assert _stats()["reserved_bytes.large_pool.current"] >= 20 << 20
+    ptr = y.data_ptr()
+    reserved = torch.neuron.memory_reserved(DEV)
+    del y
+    assert torch.neuron.memory_reserved(DEV) == reserved          # cached, not returned
+    y2 = torch.empty(3 << 20, dtype=torch.uint8, device=f"neuron:{DEV}")
+    assert y2.data_ptr() == ptr and torch.neuron.memory_reserved(DEV) == reserved  # reused
+    s = _stats()
+    assert s["reserved_bytes.all.current"] >= s["allocated_bytes.all.current"] == s["active_bytes.all.current"]
+    del x, y2
+    torch.neuron.empty_cache()
+    assert torch.neuron.memory_reserved(DEV) == torch.neuron.memory_allocated(DEV) == base_alloc
+
+
+def test_host_kernel_outputs_come_from_the_cache():
+    a = torch.randn(64, 64, device=f"neuron:{DEV}")
+    b = a * 2
+    del b
+    before = _stats()["num_device_alloc"]
+    for _ in range(20):
+        b = (a * 2).relu()          # host kernels; each output reuses a cached block
+    assert _stats()["num_device_alloc"] == before
+    assert torch.equal(b.cpu(), (a.cpu() * 2).relu())
+
+
+def test_oom_counts_reserved_bytes_and_names_cached_memory():
+    r = run_python("""
+        import torch
+        keep = []
+        small = [torch.empty(1000, dtype=torch.uint8, device="neuron") for _ in range(4)]
+        big = torch.empty(40 << 20, dtype=torch.uint8, device="neuron")
+        del big                                   # cached: reserved stays 40 MiB + 2 MiB
+        print(torch.neuron.memory_reserved() >= 42 << 20)
+        other = torch.empty(50 << 20, dtype=torch.uint8, device="neuron")  # fits only after the cache returns
+        s = torch.neuron.memory_stats()
+        print(s["num_alloc_retries"], s["num_ooms"])
+        try:
+            torch.empty(20 << 20, dtype=torch.uint8, device="neuron")
+        except torch.OutOfMemoryError as e:
+            msg = str(e)
+            print("OOM", "free but cached" in msg, "reserved by the caching allocator" in msg,
+                  "empty_cache()" in msg, "TORCH_NEURONX_HBM_BYTES_PER_CORE" in msg)
+        print(small[0].device, other.shape[0] == 50 << 20)
+    """, env={"TORCH_NEURONX_HBM_BYTES_PER_CORE": "64MiB"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:4] == ["True", "1 0", "OOM True True True True", "neuron:0 True"]
+
+
+def test_cache_limit_and_no_caching_switch(monkeypatch):
+    r = run_python("""
+        import torch
+        x = torch.empty(30 << 20, dtype=torch.uint8, device="neuron")
+        del x
+        print(torch.neuron.memory_reserved())
+    """, env={"TORCH_NEURONX_ALLOCATOR_CACHE_LIMIT": "0"})
+    assert r.returncode == 0 and r.stdout.strip() == "0", r.stderr
+    r = run_python("""
+        import torch
+        x = torch.empty(1000, dtype=torch.uint8, device="neuron")
+        print(torch.neuron.memory_allocated(), torch.neuron.memory_reserved())
+        y = x + 1
+        del x, y
+        print(torch.neuron.memory_reserved())
+    """, env={"TORCH_NEURONX_NO_MEMORY_CACHING": "1"})
+    assert r.returncode == 0 and r.stdout.split() == ["1000", "1000", "0"], r.stderr
+    from torch_neuronx.runtime import env  # parsed at runtime start, by this function
+
+    monkeypatch.setenv("TORCH_NEURONX_ALLOCATOR_CACHE_LIMIT", "x")
+    with pytest.raises(env.NeuronEnvironmentError, match="TORCH_NEURONX_ALLOCATOR_CACHE_LIMIT"):
+        env.parse_cache_limit(env.ALLOCATOR_CACHE_LIMIT)

@@ -1,0 +1,69 @@
+"""Fixtures of the tool tests: a private runtime folder and a worker process
+that uses two NeuronCores and keeps running until the test lets it go."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+WORKER = textwrap.dedent("""
+    import sys, time, torch
+    a = torch.ones(256, 256, device="neuron:0")
+    b = torch.ones(1 << 20, dtype=torch.uint8, device="neuron:1")
+    print("ready", flush=True)
+    while True:   # busy until stdin says stop or closes (the test process ended)
+        for _ in range(20):
+            c = a @ a
+            d = (c + 1).relu()
+        import select
+        if select.select([sys.stdin], [], [], 0.0)[0]:
+            break
+""")
+
+
+def launch_worker(runtime_dir, code: str = WORKER) -> subprocess.Popen:
+    full = dict(os.environ, TORCH_NEURONX_RUNTIME_DIR=str(runtime_dir))
+    return subprocess.Popen([sys.executable, "-c", code], env=full, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_ready(proc: subprocess.Popen) -> subprocess.Popen:
+    line = proc.stdout.readline()
+    assert line.strip() == "ready", proc.stderr.read()
+    return proc
+
+
+def start_worker(runtime_dir, code: str = WORKER) -> subprocess.Popen:
+    return wait_ready(launch_worker(runtime_dir, code))
+
+
+def stop_worker(proc: subprocess.Popen) -> None:
+    try:
+        proc.stdin.write("stop\n")
+        proc.stdin.flush()
+    except (BrokenPipeError, ValueError):
+        pass
+    proc.wait(timeout=60)
+
+
+@pytest.fixture(scope="session")
+def runtime_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("neuron-runtime")
+
+
+@pytest.fixture(scope="session")
+def worker(runtime_dir):
+    proc = start_worker(runtime_dir)
+    time.sleep(0.3)  # let it run some ops
+    yield proc
+    stop_worker(proc)
+
+
+@pytest.fixture
+def use_runtime_dir(runtime_dir, monkeypatch):
+    monkeypatch.setenv("TORCH_NEURONX_RUNTIME_DIR", str(runtime_dir))
+    return runtime_dir

@@ -1,0 +1,74 @@
+"""The per-process stats registry: live entries, dead and corrupt ones skipped, removed at exit."""
+from __future__ import annotations
+
+import os
+import signal
+import struct
+
+import torch
+
+from torch_neuronx.tools.api import registry
+from torch_neuronx.tools.api.collector import rates, take_sample
+
+from .conftest import launch_worker, stop_worker, wait_ready
+
+
+def test_worker_publishes_memory_ops_and_busy_time(worker, runtime_dir):
+    entries = {e.pid: e for e in registry.list_processes(runtime_dir)}
+    assert worker.pid in entries
+    e = entries[worker.pid]
+    assert sorted(e.devices) == [0, 1]
+    assert e.meta["cores"][:2] == [0, 1] and e.runtime_version.startswith("torch-neuronx")
+    # neuron:1 holds exactly one 1 MiB tensor (a size-class boundary, large pool, own 20 MiB segment)
+    assert e.devices[1]["allocated"] == 1 << 20
+    assert e.devices[1]["reserved"] >= e.devices[1]["allocated"]
+    assert e.devices[0]["allocated"] >= 256 * 256 * 4
+    assert e.devices[0]["ops"] > 0 and e.devices[0]["busy_ns"] > 0
+    before = take_sample(runtime_dir)
+    import time
+    time.sleep(0.3)
+    after = take_sample(runtime_dir)
+    rate = next(r for r in rates(before, after) if r.entry.pid == worker.pid)
+    core0 = next(c for c in rate.cores if c.local == 0)
+    assert core0.ops > 0 and 0 < core0.utilization <= 100
+
+
+def test_normal_exit_removes_the_page_and_crash_is_ignored(tmp_path):
+    proc, crashed = launch_worker(tmp_path), launch_worker(tmp_path)  # started together: one startup's wait
+    wait_ready(proc), wait_ready(crashed)
+    page = tmp_path / f"{proc.pid}.stats"
+    assert page.exists()
+    stop_worker(proc)
+    assert proc.returncode == 0 and not page.exists()
+    os.kill(crashed.pid, signal.SIGKILL)
+    crashed.wait()
+    assert (tmp_path / f"{crashed.pid}.stats").exists()  # left behind ...
+    assert registry.list_processes(tmp_path) == []        # ... but not listed
+
+
+def test_corrupt_and_foreign_entries_are_skipped(tmp_path):
+    (tmp_path / "123.stats").write_bytes(b"garbage")
+    page = bytearray(registry.PAGE_BYTES)
+    struct.pack_into("<QIIq", page, 0, registry.MAGIC, registry.VERSION, 128, os.getpid())
+    page[registry.META_OFFSET:registry.META_OFFSET + 5] = b"{bad "
+    (tmp_path / "456.stats").write_bytes(bytes(page))
+    # a well-formed page whose pid is alive but started at another time (pid reuse)
+    meta = b'{"pid": %d, "start_ticks": 1, "cores": [0]}' % os.getpid()
+    page[registry.META_OFFSET:registry.META_OFFSET + len(meta) + 1] = meta + b"\0"
+    (tmp_path / "789.stats").write_bytes(bytes(page))
+    assert registry.list_processes(tmp_path) == []
+    assert registry.list_processes(tmp_path / "missing") == []
+
+
+def test_this_process_page_matches_torch_neuron_stats():
+    x = torch.ones(1000, device="neuron")
+    path = torch.neuron.memory  # noqa: F841  (device in use)
+    from torch_neuronx import _C
+
+    page = _C._stats_page_path()
+    assert page, "the process used a core, so its page exists"
+    entry = registry.read_entry(registry.Path(page))
+    assert entry is not None and entry.pid == os.getpid()
+    assert entry.devices[0]["allocated"] == torch.neuron.memory_allocated(0)
+    assert entry.devices[0]["reserved"] == torch.neuron.memory_reserved(0)
+    del x

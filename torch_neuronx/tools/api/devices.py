@@ -1,0 +1,125 @@
+"""The virtual instance as neuron-ls shows it: chips, logical cores, links.
+
+Built from the runtime's catalogue and the same environment variables the
+runtime reads (TORCH_NEURONX_INSTANCE_TYPE, NEURON_LOGICAL_NC_CONFIG,
+NEURON_RT_VISIBLE_CORES, TORCH_NEURONX_HBM_BYTES_PER_CORE), but without the
+per-process device limit: a tool sees the whole instance.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+from dataclasses import dataclass, field
+
+from ...runtime import env
+from ...runtime.catalogue import DEFAULT_INSTANCE_TYPE, INSTANCE_TYPES, InstanceType
+
+# neuron-monitor's hardware names per chip (trainium-facts.md E: "trainium2", "v4", "v3d" for
+# trn2 at LNC=2). trn1/trn3 values are assumptions following the same scheme.
+DEVICE_TYPE = {"trn1": ("trainium", "v2"), "trn2": ("trainium2", "v4"), "trn3": ("trainium3", "v5")}
+CORE_VERSION = {("trn1", 1): "v2", ("trn2", 1): "v3", ("trn2", 2): "v3d", ("trn3", 1): "v4", ("trn3", 2): "v4d"}
+TORUS_SIDE = 4  # 16-chip instances: a 4x4 2D torus (trainium-facts.md E, neuron-ls example)
+
+
+@dataclass(frozen=True)
+class ChipView:
+    index: int
+    logical_cores: tuple[int, ...]  # instance-wide logical core ids on this chip that are visible
+    memory_bytes: int               # HBM of the chip
+    connected: tuple[int, ...]      # torus neighbours: up, left, down, right (neuron-ls order)
+    bdf: str = "virtual"            # no PCI device: the chip is emulated in host memory
+    cpu_affinity: str = ""
+    numa_node: str = "0"
+
+
+@dataclass(frozen=True)
+class InstanceView:
+    instance: InstanceType
+    instance_id: str
+    lnc: int
+    cores_per_chip: int             # logical
+    hbm_per_core: int
+    chips: tuple[ChipView, ...] = field(default=())
+
+    @property
+    def instance_type(self) -> str:
+        return self.instance.name
+
+    @property
+    def core_version(self) -> str:
+        return CORE_VERSION.get((self.instance.chip.name, self.lnc), self.instance.chip.core_version)
+
+    def chip_of_core(self, core: int) -> int:
+        return core // self.cores_per_chip
+
+
+def torus_neighbours(chip: int, chips: int) -> tuple[int, ...]:
+    if chips != TORUS_SIDE * TORUS_SIDE:
+        return ()
+    r, c = divmod(chip, TORUS_SIDE)
+    s = TORUS_SIDE
+    return (((r - 1) % s) * s + c, r * s + (c - 1) % s, ((r + 1) % s) * s + c, r * s + (c + 1) % s)
+
+
+def virtual_instance_id() -> str:
+    """A stable id per host in EC2's format (i- and 17 hex digits)."""
+    seed = ""
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        try:
+            with open(path) as f:
+                seed = f.read().strip()
+                break
+        except OSError:
+            continue
+    seed = seed or socket.gethostname()
+    return "i-" + hashlib.sha256(f"torch-neuronx:{seed}".encode()).hexdigest()[:17]
+
+
+def _cpu_affinity() -> str:
+    cpus = sorted(os.sched_getaffinity(0))
+    ranges, start = [], None
+    for i, cpu in enumerate(cpus):
+        if start is None:
+            start = cpu
+        if i + 1 == len(cpus) or cpus[i + 1] != cpu + 1:
+            ranges.append(f"{start}-{cpu}" if cpu != start else str(cpu))
+            start = None
+    return ",".join(ranges)
+
+
+def instance_view() -> InstanceView:
+    """The instance under the current environment; raises NeuronEnvironmentError naming a bad variable."""
+    name = env.get(env.INSTANCE_TYPE) or DEFAULT_INSTANCE_TYPE
+    if name not in INSTANCE_TYPES:
+        raise env.NeuronEnvironmentError(
+            f"{env.INSTANCE_TYPE}={name!r} is not a known instance type; use one of: "
+            f"{', '.join(sorted(INSTANCE_TYPES))}.")
+    instance = INSTANCE_TYPES[name]
+    chip = instance.chip
+    lnc = env.parse_int(env.LOGICAL_NC_CONFIG, minimum=1) or chip.default_lnc
+    if lnc not in chip.supported_lnc:
+        raise env.NeuronEnvironmentError(
+            f"{env.LOGICAL_NC_CONFIG}={lnc} is not supported on {chip.name}; use "
+            f"{' or '.join(map(str, chip.supported_lnc))}.")
+    per_chip = chip.physical_cores // lnc
+    hbm = env.parse_bytes(env.HBM_BYTES_PER_CORE) or chip.hbm_bytes // per_chip
+    total = per_chip * instance.chips
+    visible = env.parse_core_list(env.VISIBLE_CORES)
+    if visible is not None:
+        bad = [c for c in visible if c >= total]
+        if bad:
+            raise env.NeuronEnvironmentError(
+                f"{env.VISIBLE_CORES} names core {bad[0]}, but {name} with {env.LOGICAL_NC_CONFIG}={lnc} "
+                f"has {total} logical cores (0-{total - 1}).")
+    shown = set(visible) if visible is not None else set(range(total))
+    affinity = _cpu_affinity()
+    chips = []
+    for c in range(instance.chips):
+        cores = tuple(i for i in range(c * per_chip, (c + 1) * per_chip) if i in shown)
+        if not cores:
+            continue
+        chips.append(ChipView(index=c, logical_cores=cores, memory_bytes=hbm * per_chip,
+                              connected=torus_neighbours(c, instance.chips), cpu_affinity=affinity))
+    return InstanceView(instance=instance, instance_id=virtual_instance_id(), lnc=lnc,
+                        cores_per_chip=per_chip, hbm_per_core=hbm, chips=tuple(chips))
