@@ -47,6 +47,9 @@ def _register_device() -> None:
         for_tensor=True, for_module=True, for_storage=True
     )
     _C._register_routed_ops()
+    from .kernels import register as _register_python_kernels
+
+    _register_python_kernels()  # torch.library kernels (shallow-copy type, RNN cells, SDPA hook)
     # The virtual core executes synchronously on the host, so autograd's
     # per-device worker threads only add a thread hand-off to every backward.
     # Run backward on the calling thread (as CPU does) for the importing

@@ -1,0 +1,23 @@
+"""ATen kernels of the neuron device written in Python (torch.library).
+
+Each file registers the PrivateUse1 kernels of one part of PyTorch's backend
+contract that the C++ core does not cover: ops whose only in-tree kernels are
+CUDA ones, or that PyTorch asks every backend to answer for itself. Python is
+used where the per-call cost is small next to the op (once per parameter move,
+once per RNN time step, once per attention call).
+"""
+from __future__ import annotations
+
+import torch
+
+_LIB: list[torch.library.Library] = []  # kept alive: dropping a Library unregisters it
+
+
+def register() -> None:
+    if _LIB:
+        return
+    lib = torch.library.Library("aten", "IMPL")
+    _LIB.append(lib)
+    from . import shallow_copy
+
+    shallow_copy.register(lib)
