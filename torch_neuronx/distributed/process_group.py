@@ -29,11 +29,13 @@ from torch._C._distributed_c10d import (
     ScatterOptions,
 )
 
-from . import _flat, _reduce_ops, _transport_release
+from . import _dynamo_skip, _flat, _reduce_ops, _transport_release
 from ._collective_check import CollectiveChecker, checked_calls_from_env, describe, describe_list
 from ._host import host, host_list, host_lists
 from ._work import NeuronWork
 from ._registration import BACKEND_NAME
+
+_dynamo_skip.install()  # compiled callers (DDP under torch.compile) run this transport eagerly
 
 
 def _make_transport(store, rank: int, size: int, timeout: timedelta):
