@@ -26,7 +26,7 @@ def _model() -> torch.nn.Module:
 
 X = torch.linspace(-2, 2, 32).reshape(8, 4)
 STEPS = 4
-LOSS_SCALE, LR = 10.0, 0.01  # the first scaled fp16 gradients overflow: steps 1-2 are skipped, 3-4 train
+LOSS_SCALE, LR = 10.0, 0.01  # scaled fp16 gradients overflow in steps 1-3 (skipped, scale halved), step 4 trains
 
 
 def _cpu_reference():
