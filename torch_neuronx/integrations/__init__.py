@@ -15,6 +15,7 @@ Each wraps the library's function once (`torch_neuronx._wrap.wrap_once`), keepin
 | `linear_cross_entropy` | torch's `LinearCrossEntropyOptions` device table | bf16/fp16 accumulate in fp32 as on CPU |
 | `safetensors_load` | `safetensors.torch.load_file` | `device="neuron:N"` (accelerate `load_state`) loads |
 | `accelerate_fp16` | `Accelerator.__init__` (+ `AcceleratorState.mixed_precision` while it runs) | `mixed_precision="fp16"` autocasts and scales on neuron as on CUDA |
+| `trl_device_map` | `trl.trainer.utils.create_model_from_path` | TRL's default device_map: one core per process (MULTI_NEURON like MULTI_GPU; one process: the current core when the model fits) |
 | `accelerate_state` | `PartialState.__init__` | a launched rank with misconfigured cores stops instead of training alone on CPU |
 """
 from __future__ import annotations
@@ -29,6 +30,7 @@ _ADAPTERS = {
     "safetensors.torch": "safetensors_load",
     "accelerate.state": "accelerate_state",
     "accelerate.accelerator": "accelerate_fp16",
+    "trl.trainer.utils": "trl_device_map",
     "torch.nn.modules.linear_cross_entropy_options": "linear_cross_entropy",
 }
 _installed = False

@@ -30,6 +30,7 @@ SEAMS = {
     "transformers.generation.utils": ["GenerationMixin._valid_auto_compile_criteria"],
     "transformers.trainer": ["Trainer._save_rng_state", "Trainer._load_rng_state"],
     "safetensors.torch": ["load_file"],
+    "trl.trainer.utils": ["create_model_from_path"],
     "torch.nn.modules.linear_cross_entropy_options": ["LinearCrossEntropyOptions._resolve_auto_acc_dtype"],
 }
 
