@@ -46,7 +46,7 @@ def test_installed_adapters_are_wrapped_once():
     import transformers.generation.utils as gen
     import transformers.trainer as trainer
 
-    from torch_neuronx.integrations import accelerate_prepare, generation_compile, safetensors_load, trainer_rng
+    from torch_neuronx.integrations import generation_compile, safetensors_load, trainer_rng
 
     before = (gen.GenerationMixin._valid_auto_compile_criteria, trainer.Trainer._save_rng_state,
               trainer.Trainer._load_rng_state, safetensors.torch.load_file)
@@ -59,9 +59,6 @@ def test_installed_adapters_are_wrapped_once():
     assert after == before
     assert not is_wrapped(before[0].__wrapped__)  # the original sits directly under our one wrapper
 
-    import accelerate.accelerator
-
-    accelerate_prepare.patch(accelerate.accelerator)
     import torch.nn.modules.linear_cross_entropy_options as lce
 
     from torch_neuronx.integrations import linear_cross_entropy
@@ -72,5 +69,3 @@ def test_installed_adapters_are_wrapped_once():
     neuron, cpu = torch.device("neuron"), torch.device("cpu")
     assert resolve(torch.bfloat16, neuron) == torch.float32 == resolve(torch.bfloat16, cpu)
 
-    prepare = accelerate.accelerator.Accelerator.prepare
-    assert is_wrapped(prepare) and not is_wrapped(prepare.__wrapped__)

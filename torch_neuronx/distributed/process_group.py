@@ -29,12 +29,14 @@ from torch._C._distributed_c10d import (
     ScatterOptions,
 )
 
-from . import _reduce_ops, _transport_release
+from . import _dynamo_skip, _flat, _reduce_ops, _transport_release
 from ._collective_check import CollectiveChecker, checked_calls_from_env, describe, describe_list
 from ._host import host, host_list, host_lists
 from ._work import NeuronWork
 from ._registration import BACKEND_NAME
 from ..numerics import collectives as _numerics  # integer sums through fp32 under TORCH_NEURONX_NUMERICS
+
+_dynamo_skip.install()  # compiled callers (DDP under torch.compile) run this transport eagerly
 
 
 def _make_transport(store, rank: int, size: int, timeout: timedelta):
@@ -208,7 +210,8 @@ class ProcessGroupNeuron(dist.ProcessGroup):
     def reduce_scatter_single(self, output, input, opts=None):
         opts = _options(opts, ReduceScatterOptions)
         self._verify(lambda: f"reduce_scatter_tensor({_op(opts)}) {describe(output)} <- {describe(input)}")
-        (out,), inp, numerics_step = _numerics.prepare("reduce_scatter", opts, [host(output)], host(input))
+        out, inp = _flat.scatter_pair(host(output), host(input), self.size())
+        (out,), inp, numerics_step = _numerics.prepare("reduce_scatter", opts, [out], inp)
         finish = _numerics.chain(_reduce_ops.adapt(opts, self.size(), [out]), numerics_step)
         work = self._gloo._reduce_scatter_base(out, inp, opts)
         return self._work((work,), [output], finish, opts)
@@ -219,12 +222,10 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         opts = _options(opts, ReduceScatterOptions)
         self._verify(lambda: f"reduce_scatter_tensor_coalesced({_op(opts)}) {describe_list(outputs)} <- "
                              f"{describe_list(inputs)}")
-        outs = host_list(outputs)
-        finish = _reduce_ops.adapt(opts, self.size(), outs)
-        works = tuple(
-            self._gloo._reduce_scatter_base(o, i, _copy_rs_opts(opts))
-            for o, i in zip(outs, host_list(inputs))
-        )
+        pairs = [_flat.scatter_pair(o, i, self.size(), "reduce_scatter_tensor_coalesced")
+                 for o, i in zip(host_list(outputs), host_list(inputs))]
+        finish = _reduce_ops.adapt(opts, self.size(), [o for o, _ in pairs])
+        works = tuple(self._gloo._reduce_scatter_base(o, i, _copy_rs_opts(opts)) for o, i in pairs)
         return self._work(works, outputs, finish)
 
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
@@ -245,7 +246,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
     def all_gather_single(self, output, input, opts=None):
         opts = _options(opts, AllgatherOptions)
         self._verify(lambda: f"all_gather_into_tensor {describe(output)} <- {describe(input)}")
-        work = self._gloo._allgather_base(host(output), host(input), opts)
+        work = self._gloo._allgather_base(*_flat.gather_pair(host(output), host(input), self.size()), opts)
         return self._work((work,), [output], None, opts)
 
     _allgather_base = all_gather_single
@@ -260,10 +261,9 @@ class ProcessGroupNeuron(dist.ProcessGroup):
     def all_gather_single_coalesced(self, outputs, inputs, opts=None):
         opts = _options(opts, AllgatherOptions)
         self._verify(lambda: f"all_gather_into_tensor_coalesced {describe_list(outputs)} <- {describe_list(inputs)}")
-        works = tuple(
-            self._gloo._allgather_base(o, i, _copy_ag_opts(opts))
-            for o, i in zip(host_list(outputs), host_list(inputs))
-        )
+        pairs = [_flat.gather_pair(o, i, self.size(), "all_gather_into_tensor_coalesced")
+                 for o, i in zip(host_list(outputs), host_list(inputs))]  # all checked before any transfer
+        works = tuple(self._gloo._allgather_base(o, i, _copy_ag_opts(opts)) for o, i in pairs)
         return self._work(works, outputs)
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced

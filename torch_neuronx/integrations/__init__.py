@@ -2,8 +2,9 @@
 tiny models (`tiny_models`) for examples, tests and the compatibility sweep.
 
 `install()` is called once when the neuron device registers (at `import torch`). It imports nothing: each
-adapter runs right after its library is imported (`_post_import.when_imported`), and only changes
-behaviour when the model or the accelerator is neuron.
+adapter runs right after its library is imported (`_post_import.when_imported`), whatever the import order
+(also when that library is the one importing torch, e.g. `import accelerate` as a script's first line), and
+only changes behaviour when the model or the accelerator is neuron.
 Each wraps the library's function once (`torch_neuronx._wrap.wrap_once`), keeping its name and docstring.
 
 | adapter | library seam | why |
@@ -12,8 +13,9 @@ Each wraps the library's function once (`torch_neuronx._wrap.wrap_once`), keepin
 | `generation_compile` | `GenerationMixin._valid_auto_compile_criteria` | say why the decode step is not compiled |
 | `trainer_rng` | `Trainer._save_rng_state` / `_load_rng_state` | checkpoints save and resume the neuron RNG state |
 | `linear_cross_entropy` | torch's `LinearCrossEntropyOptions` device table | bf16/fp16 accumulate in fp32 as on CPU |
-| `accelerate_prepare` | `Accelerator.prepare` | an optimizer built before prepare follows the model to neuron |
 | `safetensors_load` | `safetensors.torch.load_file` | `device="neuron:N"` (accelerate `load_state`) loads |
+| `accelerate_fp16` | `Accelerator.__init__` (+ `AcceleratorState.mixed_precision` while it runs) | `mixed_precision="fp16"` autocasts and scales on neuron as on CUDA |
+| `trl_device_map` | `trl.trainer.utils.create_model_from_path` | TRL's default device_map: one core per process (MULTI_NEURON like MULTI_GPU; one process: the current core when the model fits) |
 | `accelerate_state` | `PartialState.__init__` | a launched rank with misconfigured cores stops instead of training alone on CPU |
 """
 from __future__ import annotations
@@ -25,9 +27,10 @@ _ADAPTERS = {
     "accelerate.utils.modeling": "accelerate_memory",
     "transformers.generation.utils": "generation_compile",
     "transformers.trainer": "trainer_rng",
-    "accelerate.accelerator": "accelerate_prepare",
     "safetensors.torch": "safetensors_load",
     "accelerate.state": "accelerate_state",
+    "accelerate.accelerator": "accelerate_fp16",
+    "trl.trainer.utils": "trl_device_map",
     "torch.nn.modules.linear_cross_entropy_options": "linear_cross_entropy",
 }
 _installed = False
