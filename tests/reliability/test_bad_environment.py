@@ -54,15 +54,15 @@ CASES = {
 def test_every_bad_value_names_its_variable():
     body = f"""
         import os, torch
-        from torch_neuronx.runtime import topology
+        from torch_neuronx.runtime import discover
         for name, values in {CASES!r}.items():
             for value in values:
                 os.environ[name] = value
                 with case(f"{{name}}={{value[:40]}}"):
-                    topology.discover()
+                    discover()
                 del os.environ[name]
         with case("good environment still works"):
-            assert topology.discover().device_count == 4
+            assert discover().device_count == 4
     """
     results = run_cases(body, env={"TORCH_NEURONX_INSTANCE_TYPE": "trn2.3xlarge"})
     for name, values in CASES.items():

@@ -5,8 +5,8 @@ by an IPC handle; neither exists for neuron memory, so torch's reducer fails
 with "_share_fd_: only available on CPU", and on a queue it fails in the
 feeder thread, leaving the receiving process waiting forever.
 
-A neuron tensor is therefore sent as a copy: its bytes go through a shared CPU
-tensor, and the receiver puts them back on the same neuron core. The receiver
+A neuron tensor is therefore sent as a copy: its bytes travel in the pickle,
+and the receiver puts them back on the same neuron core. The receiver
 gets the same values, dtype, shape, strides' layout (contiguous), device and
 requires_grad; it does not share memory with the sender (writes in one process
 are not seen by the other, unlike CUDA IPC). Non-leaf tensors that require
@@ -20,15 +20,26 @@ from torch.multiprocessing import reductions
 _NEURON = "neuron"
 
 
-def rebuild_neuron_tensor(cls, host: torch.Tensor, index: int, requires_grad: bool) -> torch.Tensor:
-    t = host.to(torch.device(_NEURON, index))
+def _bytes_of(t: torch.Tensor) -> bytes:
+    return t.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+
+
+def _from_bytes(data: bytes, dtype: torch.dtype, shape, index: int) -> torch.Tensor:
+    if not data:
+        return torch.empty(shape, dtype=dtype, device=torch.device(_NEURON, index))
+    host = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype).reshape(shape)
+    return host.to(torch.device(_NEURON, index))
+
+
+def rebuild_neuron_tensor(cls, data: bytes, dtype, shape, index: int, requires_grad: bool) -> torch.Tensor:
+    t = _from_bytes(data, dtype, shape, index)
     if cls is torch.nn.Parameter:
         return torch.nn.Parameter(t, requires_grad=requires_grad)
     return t.requires_grad_(requires_grad)
 
 
-def rebuild_neuron_storage(host: torch.UntypedStorage, index: int) -> torch.UntypedStorage:
-    return host.to(torch.device(_NEURON, index))
+def rebuild_neuron_storage(data: bytes, index: int) -> torch.UntypedStorage:
+    return _from_bytes(data, torch.uint8, (len(data),), index).untyped_storage()
 
 
 def reduce_tensor(tensor: torch.Tensor):
@@ -37,14 +48,17 @@ def reduce_tensor(tensor: torch.Tensor):
     if tensor.requires_grad and not tensor.is_leaf:
         return reductions.reduce_tensor(tensor)  # raises torch's own "Cowardly refusing" error
     cls = torch.nn.Parameter if isinstance(tensor, torch.nn.Parameter) else torch.Tensor
-    host = tensor.detach().to("cpu")
-    return rebuild_neuron_tensor, (cls, host, tensor.device.index, tensor.requires_grad)
+    # The bytes travel in the pickle: a temporary shared CPU copy would close its file
+    # descriptor before a spawned child could open it.
+    return rebuild_neuron_tensor, (cls, _bytes_of(tensor), tensor.dtype, tuple(tensor.shape),
+                                   tensor.device.index, tensor.requires_grad)
 
 
 def reduce_storage(storage):
     if storage.device.type != _NEURON:
         return reductions.reduce_storage(storage)
-    return rebuild_neuron_storage, (storage.cpu(), storage.device.index)
+    host = torch.empty(0, dtype=torch.uint8).set_(storage.cpu())
+    return rebuild_neuron_storage, (host.numpy().tobytes(), storage.device.index)
 
 
 def install() -> None:
