@@ -34,7 +34,7 @@ def _died(returncode: int) -> str:
     return f"exit code {returncode}"
 
 
-def run_cases(body: str, env: dict[str, str] | None = None, timeout: float = 120,
+def run_cases(body: str, env: dict[str, str] | None = None, timeout: float = 240,
               expect_exit: int = 0) -> dict[str, dict]:
     """Run the cases; returns {case name: {"error", "message", ...}}."""
     import textwrap

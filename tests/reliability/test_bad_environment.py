@@ -30,7 +30,7 @@ def test_huge_visible_core_range_is_checked_before_it_is_expanded():
 
     env = dict(os.environ, NEURON_RT_VISIBLE_CORES="0-400000000")
     proc = subprocess.run([sys.executable, "-c", PRELUDE + USE], env=env, capture_output=True, text=True,
-                          timeout=120, preexec_fn=_limit_memory)
+                          timeout=240, preexec_fn=_limit_memory)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "NEURON_RT_VISIBLE_CORES='0-400000000' names core 400000000 (in '0-400000000')" in proc.stdout, proc.stdout
     assert "MemoryError" not in proc.stdout + proc.stderr

@@ -53,7 +53,7 @@ def test_out_of_memory_and_inconsistent_storage_raise_and_keep_tensors_intact():
             assert s.sum().item() == 24.0 and view.sum().item() == 18.0
         with case("other tensors intact"):
             assert keep.tolist() == list(map(float, range(8)))
-    """, env={"TORCH_NEURONX_HBM_BYTES_PER_CORE": "64MiB"}, timeout=120)
+    """, env={"TORCH_NEURONX_HBM_BYTES_PER_CORE": "64MiB"}, timeout=240)
     raised(results, "one tensor past HBM", "OutOfMemoryError")
     raised(results, "training loop grows past HBM", "OutOfMemoryError")
     passed(results, "after the loop the device still works")

@@ -44,7 +44,7 @@ def test_queue_spawn_and_fork():
                     os._exit(0 if "spawn" in str(err) else 4)
             _, status = os.waitpid(pid, 0)
             assert os.waitstatus_to_exitcode(status) == 0, os.waitstatus_to_exitcode(status)
-    """, timeout=180)
+    """, timeout=300)
     passed(results, "spawn arguments arrive")
     passed(results, "queue arrives")
     raised(results, "non-leaf requiring grad refused as torch does", "RuntimeError", "detach()")
@@ -87,20 +87,14 @@ def idle():
 """
 
 
-def test_daemon_thread_training_at_exit_does_not_abort():
-    # CPython 3.11 ends such a thread with pthread_exit when it takes the GIL back
-    # inside a torch call after finalization began: libstdc++ aborted this every time.
-    run_cases(DAEMON_TRAINING + """
-threading.Thread(target=train, daemon=True).start()
-time.sleep(0.5)
-sys.exit(0)
-""", timeout=60)
-
-
 def test_exit_hook_stops_neuron_daemon_threads_before_finalization():
-    # The mechanism itself: a handler registered before torch's runs after the
-    # exit hook; by then the training thread is gone, the idle (non-neuron) one
-    # is untouched, and the wait was not spent on it.
+    # A daemon thread training on neuron:1 while the main thread exits: CPython 3.11
+    # ends it with pthread_exit when it takes the GIL back inside a torch call after
+    # finalization began, and libstdc++ aborted the process every time (exit 134).
+    # The child must now exit 0 (run_cases checks), and the mechanism is checked
+    # directly: a handler registered before torch's runs after the exit hook; by
+    # then the training thread is gone, the idle (non-neuron) one is untouched,
+    # and the wait was not spent on it.
     results = run_cases("""
 import atexit, threading, time
 state = {}
@@ -121,7 +115,7 @@ from torch_neuronx.runtime import exit_guard
 with case("only the neuron thread is a target"):
     assert exit_guard.neuron_daemon_threads() == [state["train"]], exit_guard.neuron_daemon_threads()
 state["exit at"] = time.monotonic()
-""", timeout=60)
+""", timeout=240)
     passed(results, "only the neuron thread is a target")
     match = re.search(r"STATE (\w+) (\w+) ([\d.]+)", results["_stdout"]["message"])
     assert match is not None, results["_stdout"]["message"]
