@@ -31,6 +31,7 @@ import torch.distributed as dist
 
 _HEADER_BYTES = 256
 _HEADER_SLOT = 1 << 30  # headers travel on tag ^ this bit, beside the user's tag
+P2P_CHECKED_TAGS = _HEADER_SLOT  # user tags below this are checked (above, headers would collide)
 _NO_TIMEOUT = timedelta(0)
 _ANY = -1
 
