@@ -5,10 +5,12 @@ wrong (a huge core range, an absurd HBM size); the parser itself is driven
 through many more values in one child."""
 from __future__ import annotations
 
+import os
 import resource
+import subprocess
+import sys
 
-from tests.conftest import run_python
-from tests.reliability.hostile import raised, run_cases
+from tests.reliability.hostile import PRELUDE, raised, run_cases
 
 USE = """
 import torch, warnings
@@ -22,12 +24,6 @@ def _limit_memory():  # a 0-400000000 list would need ~16 GB: 2 GB is enough to 
 
 
 def test_huge_visible_core_range_is_checked_before_it_is_expanded():
-    import subprocess
-    import sys
-
-    from tests.reliability.hostile import PRELUDE
-    import os
-
     env = dict(os.environ, NEURON_RT_VISIBLE_CORES="0-400000000")
     proc = subprocess.run([sys.executable, "-c", PRELUDE + USE], env=env, capture_output=True, text=True,
                           timeout=240, preexec_fn=_limit_memory)
