@@ -62,7 +62,7 @@ def _worker(rank, world, port, steps, dim, layers, queue):
             opt.zero_grad()
             return loss.item()
 
-        for _ in range(5):  # warm-up; also past the first 64 collectives, which are checked across ranks
+        for _ in range(5):  # warm-up (the cross-rank check runs on every collective, as in a real job)
             step()
         sides[side] = step
     times = {"neuron": [], "cpu": []}

@@ -2,6 +2,7 @@
 // and the host (CPU) kernels that execute them on the virtual NeuronCore.
 #include "neuron_core.h"
 
+#include <ATen/EmptyTensor.h>
 #include <c10/core/CPUAllocator.h>
 
 namespace torch_neuronx {
@@ -28,7 +29,27 @@ c10::Storage make_cpu_alias_storage(const c10::Storage& neuron_storage) {
       c10::GetCPUAllocator(), /*resizable=*/true));
 }
 
+namespace {
+
+// A tensor must lie inside its storage before a host kernel reads or writes
+// it: `untyped_storage().resize_(0)` (FSDP2 frees parameters that way) leaves
+// the sizes in place, and a kernel would then touch memory the tensor no
+// longer owns. Zero tensors own no bytes by design.
+void check_inside_storage(const at::Tensor& t, const c10::Storage& storage) {
+  if (t._is_zerotensor() || t.numel() == 0) return;
+  const size_t needed = at::detail::computeStorageNbytes(t.sizes(), t.strides(),
+                                                         t.dtype().itemsize(), t.storage_offset());
+  TORCH_CHECK(needed <= storage.nbytes(), "neuron tensor of shape ", t.sizes(), " (", t.dtype(),
+              ", storage offset ", t.storage_offset(), ") needs ", needed,
+              " bytes of storage, but its storage holds ", storage.nbytes(),
+              " bytes (was untyped_storage().resize_() called on it?). Grow the storage back with "
+              "untyped_storage().resize_(", needed, ") and refill it, or use a new tensor.");
+}
+
+}  // namespace
+
 at::Tensor cpu_alias(const at::Tensor& t, const c10::Storage& alias_storage) {
+  check_inside_storage(t, alias_storage);
   auto out = at::detail::make_tensor<c10::TensorImpl>(
       c10::Storage(alias_storage), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
   out.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());

@@ -70,8 +70,20 @@ at::Tensor neuron_reshape_alias(const at::Tensor& self, c10::IntArrayRef size,
 const at::Tensor& neuron_resize(const at::Tensor& self, c10::IntArrayRef size,
                                 std::optional<c10::MemoryFormat> memory_format) {
   // Growing allocates through the storage's allocator on the tensor's core.
+  // ATen sets the new sizes before it allocates: when the allocation fails
+  // (out of HBM, or a size that overflows), put the old geometry back, so the
+  // tensor still describes the bytes it owns and stays safe to read.
   c10::DeviceGuard guard(self.device());
-  return at::native::resize_(self, size, memory_format);
+  c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  const std::vector<int64_t> sizes = self.sizes().vec();
+  const std::vector<int64_t> strides = self.strides().vec();
+  const int64_t offset = self.storage_offset();
+  try {
+    return at::native::resize_(self, size, memory_format);
+  } catch (...) {
+    impl->set_sizes_and_strides(sizes, strides, offset);
+    throw;
+  }
 }
 
 at::Tensor& neuron_set_storage(at::Tensor& self, c10::Storage source, int64_t storage_offset,

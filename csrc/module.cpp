@@ -37,6 +37,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_is_initialized", &tn::is_initialized);
   m.def("_mark_initialized", &tn::mark_initialized);
   m.def("_is_in_bad_fork", &tn::in_bad_fork);
+  m.def("_neuron_thread_ids", &tn::neuron_thread_ids,
+        "Native ids of the threads that ran neuron work (exit_guard stops the daemon ones at exit).");
   m.def("_get_default_generator", &tn::default_generator_object);
   m.def("_register_routed_ops", &tn::register_routed_ops);
   m.def("_routed_ops", &tn::routed_op_names);

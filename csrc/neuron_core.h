@@ -38,6 +38,7 @@ void mark_used(c10::DeviceIndex index);            // first allocation on a core
 bool is_used(c10::DeviceIndex index);
 bool is_initialized();
 void mark_initialized();
+std::vector<int64_t> neuron_thread_ids();  // native ids of threads that ran neuron work
 bool in_bad_fork();
 void check_not_in_bad_fork();
 

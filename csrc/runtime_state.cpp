@@ -5,8 +5,12 @@
 
 #include <pthread.h>
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <mutex>
+#include <vector>
 
 namespace torch_neuronx {
 namespace {
@@ -21,6 +25,21 @@ constexpr int kMaxDevices = 128;
 std::atomic<bool> g_used[kMaxDevices];
 
 thread_local int t_current_device = -1;  // -1: use the configured default
+
+// Native ids of the threads that ran neuron work, so that interpreter exit can
+// stop the daemon ones among them while Python is still alive (see
+// torch_neuronx/runtime/exit_guard.py).
+std::mutex g_threads_mutex;
+std::vector<int64_t> g_neuron_threads;
+thread_local bool t_noted = false;
+
+void note_neuron_thread() {
+  if (t_noted) return;
+  t_noted = true;
+  const int64_t tid = static_cast<int64_t>(syscall(SYS_gettid));
+  std::lock_guard<std::mutex> lock(g_threads_mutex);
+  g_neuron_threads.push_back(tid);
+}
 
 void on_fork_child() {
   // Memory and runtime state of the parent are not usable in the child.
@@ -60,6 +79,7 @@ static void raise_config_error() {
 }
 
 void check_device(c10::DeviceIndex index) {
+  note_neuron_thread();  // every op, allocation and set_device checks its device here
   if (g_has_error.load()) raise_config_error();
   const int count = g_device_count.load();
   TORCH_CHECK(index >= 0 && index < count,
@@ -93,6 +113,11 @@ void mark_used(c10::DeviceIndex index) {
 
 bool is_used(c10::DeviceIndex index) {
   return index >= 0 && index < kMaxDevices && g_used[index].load();
+}
+
+std::vector<int64_t> neuron_thread_ids() {
+  std::lock_guard<std::mutex> lock(g_threads_mutex);
+  return g_neuron_threads;
 }
 
 bool is_initialized() { return g_initialized.load(); }

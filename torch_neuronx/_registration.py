@@ -57,6 +57,12 @@ def _register_device() -> None:
     # their worker threads from aborting the interpreter at exit.
     torch._C._set_multithreading_enabled(False)
     atexit.register(_C._drain_autograd_workers)
+    from .runtime import exit_guard
+
+    atexit.register(exit_guard.stop_neuron_daemon_threads)  # atexit is LIFO: runs before the drain
+    from .neuron import sharing
+
+    sharing.install()  # neuron tensors through torch.multiprocessing arrive as copies
     from .distributed import register_backend as _register_c10d_backend
 
     _register_c10d_backend()  # c10d backend "neuron"; the process group loads lazily

@@ -51,15 +51,75 @@ def test_mismatched_shapes_and_dtypes_give_clear_error_by_default(monkeypatch):
 
 def _mismatch_after_many_calls(rank, world):
     dev = torch.device("neuron", rank)
-    for _ in range(80):  # past the default budget of checked calls
+    for _ in range(80):  # the check covers a group's whole life, not a first window
         dist.all_reduce(torch.ones(2, device=dev))
-    with pytest.raises(RuntimeError, match="mismatch between collectives"):
+    with pytest.raises(RuntimeError, match="mismatch between collectives") as late:
         dist.broadcast(torch.ones(2 if rank == 0 else 3, device=dev), src=0)
+    assert "call #81" in str(late.value), str(late.value)
+    # ranks calling collectives in different orders
+    with pytest.raises(RuntimeError, match="mismatch between collectives") as order:
+        if rank == 0:
+            dist.all_reduce(torch.ones(2, device=dev))
+        else:
+            dist.all_gather_into_tensor(torch.empty(4, device=dev), torch.ones(2, device=dev))
+    assert "rank 0: all_reduce(SUM)" in str(order.value) and "rank 1: all_gather_into_tensor" in str(order.value)
+    t = torch.ones(2, device=dev)
+    dist.all_reduce(t)
+    assert t.tolist() == [2.0, 2.0]
 
 
-def test_collective_checks_all_checks_every_call(monkeypatch):
-    monkeypatch.setenv("TORCH_NEURONX_COLLECTIVE_CHECKS", "all")
+def test_mismatch_late_in_a_group_is_caught_by_default(monkeypatch):
+    monkeypatch.delenv("TORCH_NEURONX_COLLECTIVE_CHECKS", raising=False)
+    monkeypatch.delenv("TORCH_DISTRIBUTED_DEBUG", raising=False)
     run_ranks(_mismatch_after_many_calls, 2, pg_timeout=SHORT)
+
+
+def _p2p_mismatch(rank, world):
+    dev = torch.device("neuron", rank)
+    peer = 1 - rank
+    # a send of 10 matched by a recv into 4: gloo alone aborts the receiver
+    if rank == 0:
+        dist.send(torch.arange(10.0, device=dev), dst=1)
+    else:
+        box = torch.full((4,), -1.0, device=dev)
+        with pytest.raises(RuntimeError, match="send/recv mismatch") as err:
+            dist.recv(box, src=0)
+        assert "rank 0 sent float32[10]" in str(err.value) and "expects float32[4]" in str(err.value)
+        assert box.tolist() == [-1.0] * 4  # left unchanged
+    # a smaller send and a dtype change are caught too, then the pair still works
+    if rank == 0:
+        dist.send(torch.ones(2, device=dev), dst=1)
+        dist.send(torch.ones(3, device=dev, dtype=torch.int32), dst=1)
+    else:
+        with pytest.raises(RuntimeError, match="send/recv mismatch"):
+            dist.recv(torch.empty(5, device=dev), src=0)
+        with pytest.raises(RuntimeError, match=r"sent int32\[3\]"):
+            dist.recv(torch.empty(3, device=dev), src=0)
+    # both ranks wait on their send before their recv: progresses as with plain gloo
+    out = torch.empty(3, device=dev)
+    r = dist.irecv(out, src=peer)
+    s = dist.isend(torch.full((3,), float(rank), device=dev), dst=peer)
+    s.wait()
+    r.wait()
+    assert out.tolist() == [float(peer)] * 3
+    # batched, and from any source
+    got = torch.empty(2, device=dev)
+    ops = [dist.P2POp(dist.isend, torch.full((2,), rank + 5.0, device=dev), peer),
+           dist.P2POp(dist.irecv, got, peer)]
+    for work in dist.batch_isend_irecv(ops):
+        work.wait()
+    assert got.tolist() == [peer + 5.0] * 2
+    if rank == 0:
+        dist.send(torch.ones(2, device=dev), dst=1)
+    else:
+        anywhere = torch.empty(2, device=dev)
+        assert dist.recv(anywhere) == 0 and anywhere.tolist() == [1.0, 1.0]
+
+
+def test_send_recv_mismatch_gives_clear_error(monkeypatch):
+    monkeypatch.delenv("TORCH_NEURONX_COLLECTIVE_CHECKS", raising=False)
+    monkeypatch.delenv("TORCH_DISTRIBUTED_DEBUG", raising=False)
+    run_ranks(_p2p_mismatch, 2, pg_timeout=SHORT)
 
 
 def test_mismatched_shapes_and_dtypes_give_clear_error_with_debug_detail(monkeypatch):

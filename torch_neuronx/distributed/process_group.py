@@ -31,6 +31,7 @@ from torch._C._distributed_c10d import (
 
 from . import _dynamo_skip, _flat, _reduce_ops, _transport_release
 from ._collective_check import CollectiveChecker, checked_calls_from_env, describe, describe_list
+from ._p2p_check import P2P_CHECKED_TAGS, P2PChannel
 from ._host import host, host_list, host_lists
 from ._work import NeuronWork
 from ._registration import BACKEND_NAME
@@ -62,6 +63,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         self._group_name = ""
         self._group_desc = ""
         self._coalesced: list | None = None
+        self._p2p = P2PChannel(rank)
         _transport_release.track(self)
 
     # ---- identity ---------------------------------------------------------
@@ -312,14 +314,29 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         return self._work((work,), output_tensors, unpack)
 
     # ---- point to point and barriers --------------------------------------
+    # With checks on, each send carries a header and each recv checks it first (_p2p_check).
     def send(self, tensors, dst_rank: int, tag: int = 0):
+        if self._checks_p2p(tensors, tag):
+            return self._p2p_work(self._p2p.send(self._gloo, tensors[0], host(tensors[0]), dst_rank, tag))
         return self._work((self._gloo.send(host_list(tensors), dst_rank, tag),), tensors)
 
     def recv(self, tensors, src_rank: int, tag: int = 0):
+        if self._checks_p2p(tensors, tag):
+            return self._p2p_work(self._p2p.recv(self._gloo, tensors[0], host(tensors[0]), src_rank, tag))
         return self._work((self._gloo.recv(host_list(tensors), src_rank, tag),), tensors)
 
     def recv_anysource(self, tensors, tag: int = 0):
+        if self._checks_p2p(tensors, tag):
+            return self._p2p_work(self._p2p.recv(self._gloo, tensors[0], host(tensors[0]), -1, tag))
         return self._work((self._gloo.recv_anysource(host_list(tensors), tag),), tensors)
+
+    def _checks_p2p(self, tensors, tag: int) -> bool:
+        return self._checker.checks_p2p and len(tensors) == 1 and 0 <= tag < P2P_CHECKED_TAGS
+
+    def _p2p_work(self, work):
+        if self._coalesced is not None:
+            self._coalesced.append(work)
+        return work
 
     def barrier(self, opts=None):
         opts = _options(opts, BarrierOptions)

@@ -27,6 +27,19 @@ class NeuronEnvironmentError(RuntimeError):
     """An environment variable of the Neuron runtime has an invalid value."""
 
 
+class CoreOutOfRange(NeuronEnvironmentError):
+    """A core list names a core past the instance's (the caller words the message)."""
+
+    def __init__(self, raw: str, part: str, core: int):
+        super().__init__(f"{quote(raw)} names core {core} (in {quote(part)})")
+        self.raw, self.part, self.core = raw, part, core
+
+
+def quote(raw: str, limit: int = 60) -> str:
+    """repr of a value for an error message, cut short (a value may be any length)."""
+    return repr(raw) if len(raw) <= limit else repr(raw[:limit]) + f"... ({len(raw)} characters)"
+
+
 def get(name: str) -> str | None:
     value = os.environ.get(name)
     if value is None or value.strip() == "":
@@ -42,10 +55,10 @@ def parse_int(name: str, minimum: int = 0) -> int | None:
         value = int(raw)
     except ValueError:
         raise NeuronEnvironmentError(
-            f"{name}={raw!r} is not an integer; set it to a whole number >= {minimum} or unset it."
+            f"{name}={quote(raw)} is not an integer; set it to a whole number >= {minimum} or unset it."
         ) from None
     if value < minimum:
-        raise NeuronEnvironmentError(f"{name}={raw!r} must be >= {minimum}.")
+        raise NeuronEnvironmentError(f"{name}={quote(raw)} must be >= {minimum}.")
     return value
 
 
@@ -62,11 +75,15 @@ def parse_bytes(name: str) -> int | None:
     unit = match.group(2).lower() if match else None
     if match is None or unit not in _SIZE_UNITS:
         raise NeuronEnvironmentError(
-            f"{name}={raw!r} is not a size; use bytes (1073741824) or a unit (512MiB, 2GiB, 4GB)."
+            f"{name}={quote(raw)} is not a size; use bytes (1073741824) or a unit (512MiB, 2GiB, 4GB)."
         )
     value = int(match.group(1)) * _SIZE_UNITS[unit]
     if value <= 0:
-        raise NeuronEnvironmentError(f"{name}={raw!r} must be a positive size.")
+        raise NeuronEnvironmentError(f"{name}={quote(raw)} must be a positive size.")
+    if value > MAX_BYTES:
+        raise NeuronEnvironmentError(
+            f"{name}={quote(raw)} is {value} bytes, more than the {MAX_BYTES} (1 PiB) the virtual runtime accepts "
+            "(sizes are 64-bit inside the core); use a size such as 24GiB, or unset it.")
     return value
 
 
@@ -91,8 +108,17 @@ def parse_cache_limit(name: str) -> int | None:
     return parse_bytes(name)
 
 
-def parse_core_list(name: str) -> list[int] | None:
-    """NEURON_RT_VISIBLE_CORES syntax: "2", "0-3", "0,2,5" or "0-1,4"."""
+# Largest size a variable may give: far above any real HBM, and small enough
+# that the core's 64-bit byte counts can never overflow adding a few of them.
+MAX_BYTES = 1 << 50
+
+
+def parse_core_list(name: str, limit: int) -> list[int] | None:
+    """NEURON_RT_VISIBLE_CORES syntax: "2", "0-3", "0,2,5" or "0-1,4", each index below `limit`.
+
+    Every index is checked against `limit` before a range is expanded, so a
+    typo such as "0-400000000" is an error, not a list of 400 million cores.
+    """
     raw = get(name)
     if raw is None:
         return None
@@ -102,14 +128,16 @@ def parse_core_list(name: str) -> list[int] | None:
         match = re.fullmatch(r"(\d+)(?:\s*-\s*(\d+))?", part)
         if match is None:
             raise NeuronEnvironmentError(
-                f"{name}={raw!r} is malformed at {part!r}; use a core index (\"2\"), a range "
+                f"{name}={quote(raw)} is malformed at {part!r}; use a core index (\"2\"), a range "
                 f"(\"0-3\") or a comma-separated list (\"0,2,5\")."
             )
         first = int(match.group(1))
         last = int(match.group(2)) if match.group(2) is not None else first
         if last < first:
-            raise NeuronEnvironmentError(f"{name}={raw!r}: range {part!r} ends before it starts.")
+            raise NeuronEnvironmentError(f"{name}={quote(raw)}: range {part!r} ends before it starts.")
+        if last >= limit:
+            raise CoreOutOfRange(raw, part, last)
         cores.extend(range(first, last + 1))
     if len(set(cores)) != len(cores):
-        raise NeuronEnvironmentError(f"{name}={raw!r} lists a core more than once.")
+        raise NeuronEnvironmentError(f"{name}={quote(raw)} lists a core more than once.")
     return cores

@@ -45,7 +45,7 @@ def _instance_type() -> InstanceType:
     if name not in INSTANCE_TYPES:
         known = ", ".join(sorted(INSTANCE_TYPES))
         raise env.NeuronEnvironmentError(
-            f"{env.INSTANCE_TYPE}={name!r} is not a known instance type; use one of: {known}."
+            f"{env.INSTANCE_TYPE}={env.quote(name)} is not a known instance type; use one of: {known}."
         )
     return INSTANCE_TYPES[name]
 
@@ -83,15 +83,15 @@ def discover() -> Topology:
         for i in range(per_chip)
     ]
     visible = all_cores
-    selected = env.parse_core_list(env.VISIBLE_CORES)
+    try:
+        selected = env.parse_core_list(env.VISIBLE_CORES, limit=len(all_cores))
+    except env.CoreOutOfRange as err:
+        raise env.NeuronEnvironmentError(
+            f"{env.VISIBLE_CORES}={env.quote(err.raw)} names core {err.core}"
+            f"{'' if err.part == str(err.core) else f' (in {env.quote(err.part)})'}, but {instance.name} with "
+            f"{env.LOGICAL_NC_CONFIG}={lnc} has {len(all_cores)} logical cores (0-{len(all_cores) - 1})."
+        ) from None
     if selected is not None:
-        missing = [i for i in selected if i >= len(all_cores)]
-        if missing:
-            raise env.NeuronEnvironmentError(
-                f"{env.VISIBLE_CORES}={env.get(env.VISIBLE_CORES)!r} names core {missing[0]}, but "
-                f"{instance.name} with {env.LOGICAL_NC_CONFIG}={lnc} has {len(all_cores)} logical "
-                f"cores (0-{len(all_cores) - 1})."
-            )
         visible = [all_cores[i] for i in selected]
     num = env.parse_int(env.NUM_CORES, minimum=0)
     if num:
