@@ -105,13 +105,7 @@ def instance_view() -> InstanceView:
     per_chip = chip.physical_cores // lnc
     hbm = env.parse_bytes(env.HBM_BYTES_PER_CORE) or chip.hbm_bytes // per_chip
     total = per_chip * instance.chips
-    visible = env.parse_core_list(env.VISIBLE_CORES)
-    if visible is not None:
-        bad = [c for c in visible if c >= total]
-        if bad:
-            raise env.NeuronEnvironmentError(
-                f"{env.VISIBLE_CORES} names core {bad[0]}, but {name} with {env.LOGICAL_NC_CONFIG}={lnc} "
-                f"has {total} logical cores (0-{total - 1}).")
+    visible = env.parse_core_list(env.VISIBLE_CORES, limit=total)  # names the variable past the last core
     shown = set(visible) if visible is not None else set(range(total))
     affinity = _cpu_affinity()
     chips = []
