@@ -33,6 +33,9 @@ def test_broken_core_never_breaks_import_torch(tmp_path):
     src = os.path.dirname(torch_neuronx.__file__)
     dst = tmp_path / "torch_neuronx"
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    import neuron_hardware  # the hardware table torch_neuronx's runtime reads
+    shutil.copytree(os.path.dirname(neuron_hardware.__file__), tmp_path / "neuron_hardware",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     import sysconfig
     (dst / ("_C" + sysconfig.get_config_var("EXT_SUFFIX"))).write_bytes(b"not an ELF file")
     # -S skips site's .pth files (the editable install's finder), so the broken

@@ -75,9 +75,9 @@ def test_statistics_are_exact_and_per_core():
     assert stats["allocation.all.allocated"] >= 2
     free, total = torch.neuron.mem_get_info(2)
     assert total == 24 * 2**30 and free == total - torch.neuron.memory_reserved(2)
-    torch.neuron.empty_cache()
-    assert "Allocated memory" in torch.neuron.memory_summary(2)
     assert _counters(3) == other_core
+    torch.neuron.empty_cache()  # returns every core's wholly free cached segments, as torch.cuda's does
+    assert "Allocated memory" in torch.neuron.memory_summary(2)
 
 
 def test_hbm_capacity_enforced_and_tensors_intact():

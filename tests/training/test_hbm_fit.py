@@ -23,7 +23,7 @@ def _assert_oom_message(output: str) -> None:
     assert "torch.OutOfMemoryError: Neuron out of memory. Tried to allocate" in output, output[-4000:]
     assert "on neuron:0" in output
     assert f"has 64.00 KiB ({HBM_BYTES} bytes) of HBM" in output, output[-4000:]
-    assert "are in use by tensors" in output
+    assert "are allocated to tensors" in output
     missing = [s for s in SETTINGS_NAMED if s not in output]
     assert not missing, (missing, output[-3000:])
 
