@@ -54,25 +54,27 @@ def test_work_and_ddp_comm_hook():
     run_ranks(_work_and_comm_hook, 2)
 
 
-# torch's dist.monitored_barrier refuses any backend but gloo by name (`get_backend(group) != Backend.GLOO`)
-# before it reaches the group, so ProcessGroupNeuron.monitored_barrier is never called from the public API.
-MONITORED_BARRIER_GAP = ("dist.monitored_barrier raises 'only implemented for GLOO backend' on a neuron group: "
-                         "docs/distributed.md lists it as supported")
-
-
+# torch's dist.monitored_barrier names gloo alone; torch_neuronx/distributed/_monitored_barrier.py lets neuron
+# groups through to ProcessGroupNeuron.monitored_barrier (gloo's own, over the same ranks).
 def _monitored_barrier(rank, world):
     dist.monitored_barrier(timeout=timedelta(seconds=30))
-    dist.monitored_barrier(timeout=timedelta(seconds=30), wait_all_ranks=True)
+    with pytest.warns(UserWarning, match="timedelta"):  # a float timeout is seconds, as on gloo
+        dist.monitored_barrier(timeout=30.0, wait_all_ranks=True)
+    gloo = dist.new_group(backend="gloo")  # other backends still reach torch's own function
+    dist.monitored_barrier(gloo, timeout=timedelta(seconds=30))
     if rank == 1:
-        time.sleep(4)  # misses rank 0's next monitored barrier, then leaves
-        return
-    with pytest.raises(RuntimeError, match=r"[Rr]ank 1"):
-        dist.monitored_barrier(timeout=timedelta(seconds=1))
+        return  # skips rank 0's next monitored barrier: its process leaves and its connections close
+    with pytest.raises(RuntimeError, match=r"Ranks? 1 failed to pass monitoredBarrier in 1000 ms"):
+        dist.monitored_barrier(timeout=timedelta(seconds=1), wait_all_ranks=True)
 
 
-@pytest.mark.xfail(reason=MONITORED_BARRIER_GAP, strict=True)
 def test_monitored_barrier_passes_and_names_the_rank_that_did_not_arrive():
     run_ranks(_monitored_barrier, 2, pg_timeout=timedelta(seconds=10))
+
+
+def test_monitored_barrier_without_a_group_keeps_torchs_error():
+    with pytest.raises(ValueError, match="Default process group has not been initialized"):
+        dist.monitored_barrier(timeout=timedelta(seconds=1))
 
 
 def _checks_first_n(rank, world):

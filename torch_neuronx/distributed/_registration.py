@@ -25,6 +25,9 @@ def register_backend() -> bool:
     if not torch.distributed.is_available():
         return False
     dist = torch.distributed
+    from . import _monitored_barrier
+
+    _monitored_barrier.install()  # torch's monitored_barrier names gloo alone; neuron groups run it too
     if BACKEND_NAME.upper() in dist.Backend._plugins:
         return True
     # "cpu" is listed so that a group created with backend="neuron" alone (as
