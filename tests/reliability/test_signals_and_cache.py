@@ -22,6 +22,8 @@ from tests.reliability._compile_child import tiny_graph, tiny_input
 from tests.reliability.hostile import passed, raised, run_cases
 from torch_neuronx.compiler import cache
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 INTERRUPT = """
 import os, signal, threading, time, torch
 
@@ -77,7 +79,7 @@ while True:
 
 def _start(folder, barrier, world):
     return subprocess.Popen([sys.executable, "-m", "tests.reliability._compile_child", str(barrier), str(world)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                             env={**os.environ, "TORCH_NEURONX_NEFF_CACHE_DIR": str(folder),
                                  "TORCHINDUCTOR_COMPILE_THREADS": "1"})
 
