@@ -766,52 +766,11 @@ struct HostKernelAllocatorRegistration {
   }
 } g_host_kernel_allocator_registration;
 
-// Pinned host memory: page-locked memory has no meaning for a host-backed
-// device, but DataLoader and non_blocking copies ask whether a CPU tensor is
-// pinned, so pinned allocations are tracked and reported as such.
-class PinnedHostAllocator final : public c10::Allocator {
- public:
-  c10::DataPtr allocate(size_t nbytes) override {
-    void* ptr = nbytes ? c10::alloc_cpu(nbytes) : nullptr;
-    if (ptr) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      pinned_.insert(ptr);
-    }
-    return {ptr, ptr, &free_pinned, c10::Device(c10::DeviceType::CPU)};
-  }
-  c10::DeleterFnPtr raw_deleter() const override { return &free_pinned; }
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
-    std::memcpy(dest, src, count);
-  }
-  bool contains(const void* ptr) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return pinned_.count(ptr) > 0;
-  }
-
- private:
-  static void free_pinned(void* ptr);
-  std::mutex mutex_;
-  std::unordered_set<const void*> pinned_;
-};
-
-PinnedHostAllocator g_pinned_allocator;
-
-void PinnedHostAllocator::free_pinned(void* ptr) {
-  if (!ptr) return;
-  {
-    std::lock_guard<std::mutex> lock(g_pinned_allocator.mutex_);
-    g_pinned_allocator.pinned_.erase(ptr);
-  }
-  c10::free_cpu(ptr);
-}
-
 }  // namespace
 
 REGISTER_ALLOCATOR(kNeuron, &g_allocator);
 
 c10::DeviceAllocator* neuron_allocator() { return &g_allocator; }
-c10::Allocator* pinned_host_allocator() { return &g_pinned_allocator; }
-bool is_pinned_host_ptr(const void* ptr) { return g_pinned_allocator.contains(ptr); }
 c10::DeviceIndex device_of_ptr(const void* ptr) { return g_allocator.device_of(ptr); }
 
 c10::DataPtr adopt_cpu_storage(c10::Storage cpu, c10::DeviceIndex device) {

@@ -44,8 +44,6 @@ void check_not_in_bad_fork();
 
 // ---- allocator (allocator.cpp) ----------------------------------------------
 c10::DeviceAllocator* neuron_allocator();
-c10::Allocator* pinned_host_allocator();
-bool is_pinned_host_ptr(const void* ptr);
 // Device that owns `ptr` (an allocation start), or -1.
 c10::DeviceIndex device_of_ptr(const void* ptr);
 // Wrap an existing CPU storage as neuron memory on `device` without copying:
