@@ -54,3 +54,17 @@ def test_cpu_failures_are_not_counted():
     ]
     s = report.summarize(results, {})
     assert (s["cpu_passing"], s["eager_pass"], s["cpu_static_passing"], s["static_compiled_pass"]) == (3, 1, 2, 1)
+
+
+def test_no_compile_runs_no_static_stage_and_reports_it_skipped(monkeypatch):
+    # --no-compile used to leave the neuron static stage empty, which the progress line printed as FAIL
+    from torch_neuronx.compat import worker
+
+    monkeypatch.setattr(worker, "_out", os.open(os.devnull, os.O_WRONLY))  # the stage beacons the sweep reads
+    r = worker.run_one("llama", compile_static=False)
+    assert r["cpu"]["static"] == r["neuron"]["static"] == "skipped", r
+    assert "cpu_static" not in r["stage_seconds"] and "neuron_static" not in r["stage_seconds"]
+    c = report.classify(r)
+    assert c["eager_ok"] and c["static_skipped"] and not c["cpu_static_ok"]
+    s = report.summarize([r], {})
+    assert s["eager_pass_rate"] == 1.0 and s["static_compiled_pass_rate"] is None

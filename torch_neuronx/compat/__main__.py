@@ -52,7 +52,7 @@ def main(argv=None) -> int:
         done[0] += 1
         c = report.classify(r)
         status = ("cpu-fail" if not c["cpu_ok"] else
-                  f"eager={'ok' if c['eager_ok'] else 'FAIL'} static={'ok' if c['static_ok'] else ('n/a' if not c['cpu_static_ok'] else 'FAIL')}")
+                  f"eager={'ok' if c['eager_ok'] else 'FAIL'} static={'skipped' if c['static_skipped'] else 'ok' if c['static_ok'] else ('n/a' if not c['cpu_static_ok'] else 'FAIL')}")
         extra = f" [{r.get('stage')}: {r.get('error_class')}]" if r.get("stage") else ""
         print(f"[{done[0]:3d}/{len(archs)} {time.monotonic() - t0:6.0f}s] {r['arch']:<28} {status}{extra}", flush=True)
 

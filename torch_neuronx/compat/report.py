@@ -28,10 +28,12 @@ def classify(r: dict) -> dict:
     # transformers itself never compiles some decoders (e.g. llama4, or a cache that is not compileable),
     # on any device: not a neuron result, so such architectures leave the compiled denominator
     not_compiled = neuron.get("static") == "not_compiled"
+    skipped = neuron.get("static") == "skipped"  # --no-compile: not a result, out of the compiled denominator
     return {
         "cpu_ok": bool(cpu_ok),
-        "cpu_static_ok": bool(cpu_ok and cpu_static_ok and not not_compiled),
+        "cpu_static_ok": bool(cpu_ok and cpu_static_ok and not not_compiled and not skipped),
         "not_compiled": not_compiled,
+        "static_skipped": skipped,
         "eager_ok": neuron.get("eager") == "pass",
         "static_ok": neuron.get("static") == "pass",
     }

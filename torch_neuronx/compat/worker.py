@@ -144,13 +144,16 @@ def run_one(model_type: str, compile_static: bool = True) -> dict:
         ref_tokens, _ = _stage("cpu_generate", _generate, model, config, "cpu", False)
         r["cpu"]["generate"] = "pass"
         r["cpu"]["tokens"] = ref_tokens
-        try:
-            ref_static_tokens, ref_static_logits = _stage("cpu_static", _generate, model, config, "cpu", True)
-            r["cpu"]["static"] = "pass"
-        except StageError as e:
-            r["cpu"]["static"] = "fail"
-            r["cpu"]["static_error"] = f"{type(e.exc).__name__}: {str(e.exc)[:300]}"
-            ref_static_tokens = ref_static_logits = None
+        ref_static_tokens = ref_static_logits = None
+        if not compile_static:  # --no-compile: neither side runs the static stage, and the report says so
+            r["cpu"]["static"] = r["neuron"]["static"] = "skipped"
+        else:
+            try:
+                ref_static_tokens, ref_static_logits = _stage("cpu_static", _generate, model, config, "cpu", True)
+                r["cpu"]["static"] = "pass"
+            except StageError as e:
+                r["cpu"]["static"] = "fail"
+                r["cpu"]["static_error"] = f"{type(e.exc).__name__}: {str(e.exc)[:300]}"
         # --- neuron eager
         dev_model = _stage("neuron_move", lambda: copy.deepcopy(model).to("neuron"))
         logits = _stage("neuron_forward", _forward, dev_model, config, "neuron")
