@@ -129,20 +129,8 @@ class P2PChannel:
             "and number of elements.")
 
 
-class P2PSendWork(dist.Work):
-    def __init__(self, channel: P2PChannel, transport, dst: int, works, header: torch.Tensor):
-        super().__init__()
-        self._channel, self._transport, self._dst = channel, transport, dst
-        self._works, self._header = works, header
-
-    def wait(self, timeout: timedelta = _NO_TIMEOUT) -> bool:
-        self._channel.post_from(self._transport, self._dst, timeout)
-        for w in self._works:
-            w.wait(timeout)
-        return True
-
-    def is_completed(self) -> bool:
-        return all(w.is_completed() for w in self._works)
+class _P2PWork(dist.Work):
+    """What a checked send and a checked recv answer alike; each says how it waits and completes."""
 
     def is_success(self) -> bool:
         return self.is_completed()
@@ -161,10 +149,31 @@ class P2PSendWork(dist.Work):
         return _completed_future(self)
 
 
-class P2PRecvWork(dist.Work):
+class P2PSendWork(_P2PWork):
+    def __init__(self, channel: P2PChannel, transport, dst: int, works, header: torch.Tensor):
+        super().__init__()
+        self._channel, self._transport, self._dst = channel, transport, dst
+        self._works, self._header = works, header
+
+    def wait(self, timeout: timedelta = _NO_TIMEOUT) -> bool:
+        self._channel.post_from(self._transport, self._dst, timeout)
+        for w in self._works:
+            w.wait(timeout)
+        return True
+
+    def is_completed(self) -> bool:
+        return all(w.is_completed() for w in self._works)
+
+
+class P2PRecvWork(_P2PWork):
     def __init__(self, channel: P2PChannel, transport, pending: _PendingRecv):
         super().__init__()
         self._channel, self._transport, self._pending = channel, transport, pending
+
+    def _posted(self) -> _PendingRecv:
+        if self._pending.data_work is None:
+            self._channel.post(self._transport, self._pending, _NO_TIMEOUT)
+        return self._pending
 
     def wait(self, timeout: timedelta = _NO_TIMEOUT) -> bool:
         if self._pending.data_work is None:
@@ -175,30 +184,13 @@ class P2PRecvWork(dist.Work):
         return True
 
     def is_completed(self) -> bool:
-        if self._pending.data_work is None:
-            self._channel.post(self._transport, self._pending, _NO_TIMEOUT)
-        return self._pending.data_work.is_completed()
+        return self._posted().data_work.is_completed()
 
     def is_success(self) -> bool:
         return self.is_completed() and self._pending.error is None
 
-    def exception(self):
-        return None
-
     def source_rank(self) -> int:
-        if self._pending.data_work is None:
-            self._channel.post(self._transport, self._pending, _NO_TIMEOUT)
-        return self._pending.source
-
-    def synchronize(self) -> None:
-        self.wait()
-
-    def result(self) -> list[torch.Tensor]:
-        self.wait()
-        return []
-
-    def get_future(self) -> torch.futures.Future:
-        return _completed_future(self)
+        return self._posted().source
 
 
 def _completed_future(work) -> torch.futures.Future:
