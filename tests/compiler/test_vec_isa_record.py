@@ -38,7 +38,10 @@ def _markers(cache_dir):
     return glob.glob(os.path.join(str(cache_dir), "**", "*.loaded-*"), recursive=True)
 
 
-def test_second_process_skips_the_load_probes_and_hits_the_cache(tmp_path):
+def test_probes_once_then_hits_and_distrusts_a_damaged_or_stale_marker(tmp_path):
+    """One fresh cache folder through three processes (each a fresh interpreter, the costly part): the first
+    probes and writes the markers, the second skips the probes and hits the cache, the third finds one marker
+    truncated and another library touched since, and probes those again."""
     first = _run(tmp_path)
     assert first["misses"] == 1 and first["diff"] < 1e-6
     # a fresh cache folder: the first process probes (else the counter no longer sees the probes,
@@ -51,11 +54,6 @@ def test_second_process_skips_the_load_probes_and_hits_the_cache(tmp_path):
     assert second["isa"] == first["isa"]  # the same ISA is chosen
     assert second["hits_disk"] == 1 and second["misses"] == 0 and second["diff"] < 1e-6
 
-
-def test_a_damaged_or_stale_marker_is_not_trusted(tmp_path):
-    first = _run(tmp_path)
-    markers = _markers(tmp_path)
-    assert first["children"] >= 1 and len(markers) == first["children"], (first, markers)
     with open(markers[0], "w") as f:
         f.write("[1, ")  # truncated
     library = markers[0].rsplit(".loaded-", 1)[0]

@@ -22,12 +22,14 @@ def _check(result, proc, world):
     assert result["forward_collectives"] == {"allreduce": ALLREDUCES}
 
 
-def test_load_path_four_ranks_eager(tmp_path):
+def test_load_path_two_ranks_eager(tmp_path):
     """from_pretrained(parallel_config=TensorParallelConfig(mesh=DeviceMesh("neuron"))): slices read from
-    disk, no weight collectives."""
-    result, proc = run_example(4, "--check", "--out", str(tmp_path / "img.png"),
+    disk, no weight collectives. Two ranks, as everywhere in this file: the slicing and the all-reduces are
+    the same code for any degree that divides the 8 heads (bad degrees: test_pipelines_compat), and four
+    ranks on CI's two cores doubled the launch's cost."""
+    result, proc = run_example(2, "--check", "--out", str(tmp_path / "img.png"),
                                "--tiny-dir", str(tmp_path / "pipe"))
-    _check(result, proc, 4)
+    _check(result, proc, 2)
     assert result["load_collectives"] == {}
 
 

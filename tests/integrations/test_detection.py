@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.conftest import run_python
 
 
-def test_transformers_and_accelerate_detect_neuron_without_importing_the_plugin():
+@pytest.fixture(scope="module")
+def plain_interpreter():
+    """One fresh interpreter (one start instead of two): first, with no `import torch_neuronx` anywhere, what
+    the libraries detect; only then torch_neuronx.integrations.install() run again over a library module
+    imported before it. The second part starts after the first has printed, so it cannot change what the
+    first saw."""
     r = run_python("""
         import importlib.util, json, sys
         from transformers.utils import is_torch_neuron_available
@@ -23,10 +30,20 @@ def test_transformers_and_accelerate_detect_neuron_without_importing_the_plugin(
             "torch_xla_installed": importlib.util.find_spec("torch_xla") is not None,
             "torch_xla_imported": any(m == "torch_xla" or m.startswith("torch_xla.") for m in sys.modules),
             "accelerate_device": PartialState().device.type,
-        }))
+        }), flush=True)
+        import accelerate.utils.modeling as m   # imported before install()
+        import torch_neuronx.integrations as integ
+        integ._installed = False
+        integ.install()
+        print(json.dumps({"reinstalled": getattr(m.get_max_memory, "_torch_neuronx", False)}))
     """)
     assert r.returncode == 0, r.stderr[-3000:]
-    got = json.loads(r.stdout.strip().splitlines()[-1])
+    detected, reinstalled = (json.loads(line) for line in r.stdout.strip().splitlines()[-2:])
+    return detected, reinstalled
+
+
+def test_transformers_and_accelerate_detect_neuron_without_importing_the_plugin(plain_interpreter):
+    got = plain_interpreter[0]
     assert got == {"transformers": True, "transformers_check_device": True, "accelerate": True,
                    "legacy_xla_path": False, "torch_xla_installed": False, "torch_xla_imported": False,
                    "accelerate_device": "neuron"}, got
@@ -47,14 +64,5 @@ def test_adapters_are_installed_by_import_torch():
         "torch_neuronx.integrations.install() is not called at registration: " + r.stdout)
 
 
-def test_adapter_installed_after_library_import_also_applies():
-    r = run_python("""
-        import os
-        import accelerate.utils.modeling as m   # imported before install()
-        import torch_neuronx.integrations as integ
-        integ._installed = False
-        integ.install()
-        print(getattr(m.get_max_memory, "_torch_neuronx", False))
-    """)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.split()[-1] == "True"
+def test_adapter_installed_after_library_import_also_applies(plain_interpreter):
+    assert plain_interpreter[1] == {"reinstalled": True}

@@ -22,13 +22,23 @@ def assets(sft_root):
     return str(sft_root / "assets")
 
 
+FP32 = ("--dtype", "float32", "--bf16", "false")
+
+
 @pytest.fixture(scope="session")
-def neuron_fp32(assets, sft_root):
-    """Single process on neuron, fp32, full Trainer checkpoints every 2 steps (for resume)."""
-    out = str(sft_root / "neuron-fp32")
-    summary, _ = sft_harness.sft(assets, out, "--dtype", "float32", "--bf16", "false",
-                                 "--save_only_model", "false", "--save_steps", "2")
-    return out, summary
+def fp32_runs(assets, sft_root):
+    """Single process, fp32: on neuron with full Trainer checkpoints every 2 steps (for resume), and on CPU;
+    both at once (sft_harness.sft_all)."""
+    return sft_harness.sft_all(assets, {
+        "neuron": (str(sft_root / "neuron-fp32"), (*FP32, "--save_only_model", "false", "--save_steps", "2"), {}),
+        "cpu": (str(sft_root / "cpu-fp32"), (*FP32, "--use_cpu", "true"), {}),
+    })
+
+
+@pytest.fixture(scope="session")
+def neuron_fp32(fp32_runs, sft_root):
+    """(output folder, summary) of the single-process fp32 neuron run."""
+    return str(sft_root / "neuron-fp32"), fp32_runs["neuron"][0]
 
 
 @pytest.fixture(scope="session")

@@ -33,21 +33,40 @@ def _env(extra: dict | None) -> dict:
     return env
 
 
-def run(cmd: list[str], env: dict, timeout: float = RUN_TIMEOUT_S) -> subprocess.CompletedProcess:
-    proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+def _start(cmd: list[str], env: dict) -> subprocess.Popen:
+    return subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
+
+
+def _finish(proc: subprocess.Popen, timeout: float) -> subprocess.CompletedProcess:
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
-        raise AssertionError(f"{' '.join(cmd[:6])}... did not finish in {timeout}s:\n{out[-6000:]}")
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, "")
+        raise AssertionError(f"{' '.join(proc.args[:6])}... did not finish in {timeout}s:\n{out[-6000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
 
 
-def sft(assets: str, out_dir: str, *flags: str, nproc: int = 1, tp: int | None = None, fsdp: int | None = None,
-        env: dict | None = None, check: bool = True, timeout: float = RUN_TIMEOUT_S):
-    """Run the example; returns (summary dict or None, CompletedProcess)."""
+def run(cmd: list[str], env: dict, timeout: float = RUN_TIMEOUT_S) -> subprocess.CompletedProcess:
+    return _finish(_start(cmd, env), timeout)
+
+
+def run_all(launches: list[tuple[list[str], dict]], timeout: float = RUN_TIMEOUT_S) -> list:
+    """Start every (cmd, env) at once and wait for all. One process leaves a core of CI's two idle in its
+    imports and single-threaded steps (OMP_NUM_THREADS=1), so two side by side take little longer than one."""
+    procs = [_start(cmd, env) for cmd, env in launches]
+    try:
+        return [_finish(proc, timeout) for proc in procs]
+    finally:  # one run past its deadline: end the others too instead of leaving them to the suite
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+
+
+def _command(assets: str, out_dir: str, *flags: str, nproc: int = 1, tp: int | None = None,
+             fsdp: int | None = None, env: dict | None = None) -> tuple[list[str], dict]:
     extra = dict(env or {})
     if tp is not None:
         extra["TP_SIZE"] = str(tp)
@@ -63,13 +82,28 @@ def sft(assets: str, out_dir: str, *flags: str, nproc: int = 1, tp: int | None =
             flags = (*flags, "--gradient_accumulation_steps", str(GLOBAL_SEQUENCES // (2 * dp)))
     if "--gradient_accumulation_steps" not in flags:
         flags = (*flags, "--gradient_accumulation_steps", str(GLOBAL_SEQUENCES // 2))
-    cmd = [*launcher, "--tiny_local_assets", assets, "--output_dir", out_dir, *SEED_FLAGS, *flags]
-    proc = run(cmd, _env(extra), timeout)
+    return [*launcher, "--tiny_local_assets", assets, "--output_dir", out_dir, *SEED_FLAGS, *flags], _env(extra)
+
+
+def _result(out_dir: str, proc: subprocess.CompletedProcess, check: bool):
     if check:
         assert proc.returncode == 0, proc.stdout[-8000:]
     path = os.path.join(out_dir, "sft_summary.json")
     summary = json.load(open(path)) if os.path.exists(path) else None
     return summary, proc
+
+
+def sft(assets: str, out_dir: str, *flags: str, check: bool = True, timeout: float = RUN_TIMEOUT_S, **launch):
+    """Run the example; returns (summary dict or None, CompletedProcess). `launch`: nproc, tp, fsdp, env."""
+    return _result(out_dir, run(*_command(assets, out_dir, *flags, **launch), timeout), check)
+
+
+def sft_all(assets: str, runs: dict, check: bool = True, timeout: float = RUN_TIMEOUT_S) -> dict:
+    """Several runs of the example at once (run_all): {name: (out_dir, flags, launch kwargs)} ->
+    {name: (summary, proc)}."""
+    finished = run_all([_command(assets, out_dir, *flags, **launch) for out_dir, flags, launch in runs.values()],
+                       timeout)
+    return {name: _result(runs[name][0], proc, check) for name, proc in zip(runs, finished)}
 
 
 def max_diff(a: list[float], b: list[float]) -> float:

@@ -42,9 +42,8 @@ def _launch(launch_flags: list[str], *loop_flags: str):
     return sft_harness.run(cmd, sft_harness._env(None), TIMEOUT_S)
 
 
-def _single(*loop_flags: str) -> dict:
-    cmd = [sys.executable, SCRIPT, *LOOP_FLAGS, "--per_device_batch_size", "8", *loop_flags]
-    return _summary(sft_harness.run(cmd, sft_harness._env(None), TIMEOUT_S))
+def _single(*loop_flags: str) -> list[str]:
+    return [sys.executable, SCRIPT, *LOOP_FLAGS, "--per_device_batch_size", "8", *loop_flags]
 
 
 @pytest.fixture(scope="module")
@@ -60,13 +59,21 @@ def two_ranks_on_cores_1_3(config_file) -> dict:
 
 
 @pytest.fixture(scope="module")
-def single_neuron() -> dict:
-    return _single()
+def singles() -> dict:
+    """The one-process references on neuron and on CPU, both at once (sft_harness.run_all)."""
+    env = sft_harness._env(None)
+    neuron, cpu = sft_harness.run_all([(_single(), env), (_single("--cpu"), env)], TIMEOUT_S)
+    return {"neuron": _summary(neuron), "cpu": _summary(cpu)}
 
 
 @pytest.fixture(scope="module")
-def single_cpu() -> dict:
-    return _single("--cpu")
+def single_neuron(singles) -> dict:
+    return singles["neuron"]
+
+
+@pytest.fixture(scope="module")
+def single_cpu(singles) -> dict:
+    return singles["cpu"]
 
 
 def _assert_multi_neuron(summary: dict) -> None:

@@ -11,7 +11,7 @@ import os
 import pytest
 import torch
 
-from tests.training.sft_harness import sft
+from tests.training.sft_harness import sft, sft_all
 
 FP32 = ("--dtype", "float32", "--bf16", "false")
 # TRL's ModelConfig flags, passed through the example's get_peft_config(model_args) unchanged. No LoRA
@@ -24,8 +24,9 @@ def test_sft_trainer_with_peft_config_matches_cpu_and_saves_adapter(assets, sft_
     """SFTTrainer(peft_config=LoraConfig) on neuron: same per-step losses as on CPU, and save_model writes
     only the adapter, which PeftModel.from_pretrained reloads on CPU over the untouched base model."""
     neuron_dir, cpu_dir = str(sft_root / "peft-neuron"), str(sft_root / "peft-cpu")
-    neuron, _ = sft(assets, neuron_dir, *FP32, *LORA_FLAGS)
-    cpu, _ = sft(assets, cpu_dir, *FP32, *LORA_FLAGS, "--use_cpu", "true")
+    runs = sft_all(assets, {"neuron": (neuron_dir, (*FP32, *LORA_FLAGS), {}),  # both at once
+                            "cpu": (cpu_dir, (*FP32, *LORA_FLAGS, "--use_cpu", "true"), {})})
+    (neuron, _), (cpu, _) = runs["neuron"], runs["cpu"]
     assert neuron["device"] == "neuron:0" and cpu["device"] == "cpu"
     assert neuron["losses"] == cpu["losses"]  # docs/training.md: identical
     assert neuron["losses"][-1] < neuron["losses"][0]  # the adapter learns

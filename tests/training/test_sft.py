@@ -15,9 +15,9 @@ from tests.training.sft_harness import max_diff, sft
 FP32 = ("--dtype", "float32", "--bf16", "false")
 
 
-def test_single_process_fp32_matches_cpu_run(neuron_fp32, assets, sft_root):
+def test_single_process_fp32_matches_cpu_run(neuron_fp32, fp32_runs):
     _, neuron = neuron_fp32
-    cpu, _ = sft(assets, str(sft_root / "cpu-fp32"), *FP32, "--use_cpu", "true")
+    cpu, _ = fp32_runs["cpu"]
     assert neuron["device"] == "neuron:0" and neuron["distributed_type"] == "DistributedType.NO"
     assert neuron["pad_to_multiple_of"] == 128  # TRL's neuron default, decided from args.device
     assert cpu["device"] == "cpu" and cpu["pad_to_multiple_of"] is None
@@ -27,11 +27,11 @@ def test_single_process_fp32_matches_cpu_run(neuron_fp32, assets, sft_root):
 
 
 @pytest.mark.parametrize("tp,fsdp", [(2, 2), (1, 2), (2, 1)], ids=["tp2xfsdp2", "tp1xfsdp2", "tp2xfsdp1"])
-def test_tp_x_fsdp_losses_match_single_process(tp, fsdp, neuron_fp32, tp2_fsdp2, assets, sft_root):
+def test_tp_x_fsdp_losses_match_single_process(tp, fsdp, neuron_fp32, tp2_fsdp2, request):
     if (tp, fsdp) == (2, 2):
         _, summary = tp2_fsdp2  # loaded with HF_DEACTIVATE_ASYNC_LOAD=1; the others without it
     else:
-        summary, _ = sft(assets, str(sft_root / f"tp{tp}-fsdp{fsdp}"), *FP32, nproc=tp * fsdp, tp=tp, fsdp=fsdp)
+        summary, _ = request.getfixturevalue("one_axis_runs")[(tp, fsdp)]
     assert summary["distributed_type"] == "DistributedType.MULTI_NEURON"
     assert summary["num_processes"] == tp * fsdp
     assert summary["device"] == "neuron:0"
@@ -40,6 +40,14 @@ def test_tp_x_fsdp_losses_match_single_process(tp, fsdp, neuron_fp32, tp2_fsdp2,
         assert summary["losses"] == ref
     else:  # TP's row-parallel partial sums add in another order: a few float32 ulps (docs/training.md)
         assert max_diff(summary["losses"], ref) <= 1e-5, (summary["losses"], ref)
+
+
+@pytest.fixture(scope="module")
+def one_axis_runs(assets, sft_root):
+    """TP alone and FSDP alone, 2 ranks each, both launches at once."""
+    return sft_harness.sft_all(assets, {(tp, fsdp): (str(sft_root / f"tp{tp}-fsdp{fsdp}"), FP32,
+                                                     dict(nproc=tp * fsdp, tp=tp, fsdp=fsdp))
+                                        for tp, fsdp in ((1, 2), (2, 1))})
 
 
 _CHECK_CHECKPOINT = r"""
@@ -86,14 +94,26 @@ def test_checkpoint_after_tp_x_fsdp_loads_on_cpu(tp2_fsdp2, neuron_fp32, assets)
     assert result["vs_initial"] > 1e-2, result  # training changed the weights
 
 
-def test_resume_from_checkpoint_continues_with_same_losses(neuron_fp32, assets, sft_root):
+@pytest.fixture(scope="module")
+def resumed_and_compiled(neuron_fp32, assets, sft_root):
+    """Two runs that need the fp32 reference first, started together: a resume from its checkpoint-2, and
+    --torch_compile true with TRL's default gradient checkpointing (said, not left to TRL's default)."""
+    ckpt = os.path.join(neuron_fp32[0], "checkpoint-2")
+    return sft_harness.sft_all(assets, {
+        "resumed": (str(sft_root / "resumed"), (*FP32, "--save_only_model", "false", "--resume_from_checkpoint", ckpt),
+                    {}),
+        "compiled": (str(sft_root / "compiled"), (*FP32, "--torch_compile", "true", "--gradient_checkpointing", "true"),
+                     {}),
+    }, timeout=400)
+
+
+def test_resume_from_checkpoint_continues_with_same_losses(neuron_fp32, resumed_and_compiled):
     """Optimizer, scheduler and data order restored from checkpoint-2: steps 3-4 repeat the uninterrupted run."""
     ref_dir, ref = neuron_fp32
     ckpt = os.path.join(ref_dir, "checkpoint-2")
     for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json"):
         assert os.path.exists(os.path.join(ckpt, name)), name
-    resumed, _ = sft(assets, str(sft_root / "resumed"), *FP32, "--save_only_model", "false",
-                     "--resume_from_checkpoint", ckpt)
+    resumed, _ = resumed_and_compiled["resumed"]
     assert resumed["global_step"] == 4
     assert resumed["losses"][2:] == ref["losses"][2:]
 
@@ -155,20 +175,22 @@ def test_trainer_rng_state_round_trip_restores_neuron_generators(tmp_path):
 
 def test_bf16_accepted_without_use_cpu_and_matches_cpu(assets, sft_root):
     """--dtype bfloat16 with TRL's default bf16=True: no --use_cpu on neuron; CPU needs it."""
-    neuron, _ = sft(assets, str(sft_root / "neuron-bf16"), "--dtype", "bfloat16")
-    cpu, _ = sft(assets, str(sft_root / "cpu-bf16"), "--dtype", "bfloat16", "--use_cpu", "true")
+    runs = sft_harness.sft_all(assets, {
+        "neuron": (str(sft_root / "neuron-bf16"), ("--dtype", "bfloat16"), {}),
+        "cpu": (str(sft_root / "cpu-bf16"), ("--dtype", "bfloat16", "--use_cpu", "true"), {}),
+    })
+    (neuron, _), (cpu, _) = runs["neuron"], runs["cpu"]
     assert neuron["bf16"] is True and neuron["device"] == "neuron:0"
     assert neuron["losses"] == cpu["losses"]  # docs/training.md: bf16 one process, |Δ| 0
 
 
 def test_torch_compile_with_gradient_checkpointing_uses_neuron_backend_once_per_shape(
-        neuron_fp32, assets, sft_root):
+        neuron_fp32, resumed_and_compiled):
     """--torch_compile true with TRL's default gradient checkpointing (the recomputed attention runs
     inside the compiled graph through the RNG higher-order ops, compiler/rng_hops.py): backend
     "neuron", dynamic=False, compiles once per graph (all packed batches are [2, 128]), and the
     eager run's losses to a few float32 ulps (Inductor's fused kernels round differently)."""
-    summary, _ = sft(assets, str(sft_root / "compiled"), *FP32, "--torch_compile", "true",
-                     "--gradient_checkpointing", "true", timeout=400)  # said, not left to TRL's default
+    summary, _ = resumed_and_compiled["compiled"]
     assert summary["torch_compile_backend"] == "neuron"
     assert summary["torch_compile_kwargs"] == {"backend": "neuron", "dynamic": "False"}
     metrics = summary["compile_metrics"]
