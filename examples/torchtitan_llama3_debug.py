@@ -26,7 +26,8 @@ CPU-only host need (each below says why):
   falls back to "cuda", torchtitan/tools/utils.py:55), so the device query is answered "cpu" before
   TorchTitan is imported, its device module is torch.cpu with the memory-monitor calls it expects
   (a name, a capacity, empty statistics), and the neuron varlen kernels are registered for CPU tensors as well, so both
-  runs compute attention with the same formulation.
+  runs compute attention with the same formulation; CPU collectives go over gloo through the "neuron"
+  group (FSDP2's PREMUL_SUM reduce-scatter is not in gloo).
 """
 from __future__ import annotations
 
@@ -93,12 +94,22 @@ class _CpuDeviceModule:
 def _use_cpu() -> None:
     import torch
     import torch._utils
+    import torch.distributed
 
     from torch_neuronx.kernels import flash_varlen
 
-    real_module = torch._utils._get_device_module
+    # TorchTitan reads the device once, when torchtitan.tools.utils is imported; answer "cpu" for that
+    # import only (torch's checkpoint writer asks the same question later and must get torch's answer).
+    real_type, real_module = torch._utils._get_available_device_type, torch._utils._get_device_module
     torch._utils._get_available_device_type = lambda: "cpu"
     torch._utils._get_device_module = lambda t=None: _CpuDeviceModule() if t == "cpu" else real_module(t)
+    try:
+        import torchtitan.tools.utils  # noqa: F401
+    finally:
+        torch._utils._get_available_device_type, torch._utils._get_device_module = real_type, real_module
+    # gloo itself refuses the PREMUL_SUM reduce-scatter that FSDP2 issues; the "neuron" group takes CPU
+    # tensors too and runs them over gloo, with PREMUL_SUM as SUM and a scale.
+    torch.distributed.Backend.default_device_backend_map["cpu"] = "neuron"
     lib = torch.library.Library("aten", "IMPL")
     flash_varlen.register(lib, "CPU")
     _use_cpu.lib = lib  # kept alive: dropping a Library unregisters it

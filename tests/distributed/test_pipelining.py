@@ -223,6 +223,22 @@ def _bad_stage_counts(rank, world):
     dist.barrier()  # every rank got here: none is left waiting for a transfer
 
 
+def _single_stage_schedule_with_more_stages(rank, world):
+    """Each rank builds one stage of 2 * world with a single-stage schedule: stage 1 (rank 1) then
+    expects a transfer that stage 0 never makes in that form. torch does not check the count; the
+    neuron group's send/recv check refuses the mismatched transfer at once, naming both ranks, and the
+    peers fail as soon as that rank drops out, so every rank raises and none waits out the timeout.
+    Run last: it leaves the group unusable."""
+    from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+
+    dev = torch.device("neuron", rank)
+    stage = PipelineStage(_stage_module(_model(2 * world), rank, 2 * world).to(dev), rank, 2 * world, dev)
+    schedule = ScheduleGPipe(stage, n_microbatches=2, loss_fn=loss_fn)
+    x, _ = (t.to(dev) for t in _data(0))
+    with pytest.raises(RuntimeError, match="send/recv mismatch|Connection closed|Connection reset"):
+        schedule.step(x) if rank == 0 else schedule.step()
+
+
 def _world(rank, world, ref):
     from torch.distributed.pipelining import Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
 
@@ -232,6 +248,7 @@ def _world(rank, world, ref):
     _manual(rank, world, ScheduleInterleaved1F1B, 2, 4, ref)
     if world == 2:
         _traced(rank, world, 2, ref)
+        _single_stage_schedule_with_more_stages(rank, world)
     else:
         _pp_dp(rank, world, 2, ref)
 
