@@ -7,7 +7,8 @@
 
 Anything after the script name is a TorchTitan argument and overrides the defaults below (its
 `--module llama3 --config llama3_debugmodel_varlen_attn`, a tiny local tokenizer and dataset built by
-`torchtitan_tiny_assets.py`, fp32 weights, seed 0, deterministic, 64-token sequences, 3 steps). This is
+`torchtitan_tiny_assets.py`, fp32 weights, seed 0, deterministic, 64-token sequences, 3 steps, no
+activation checkpointing unless an `activation-checkpoint:...` argument is given). This is
 the same as running `python -m torchtitan.train` with those arguments, plus what torch 2.13 and a
 CPU-only host need (each below says why):
 
@@ -128,6 +129,8 @@ def main(argv: list[str]) -> None:
         _use_cpu()
     ensure_assets(ASSETS)
     _set_timeout_for_torch_2_13()
+    if not any(a.startswith("activation-checkpoint:") for a in argv):
+        argv = argv + ["activation-checkpoint:none"]  # a tyro subcommand: it must come last
     sys.argv = [sys.argv[0]] + default_args(ASSETS, os.environ.get("TITAN_DUMP", f"/tmp/torchtitan-{device}")) + argv
     from torchtitan.train import main as titan_main
 

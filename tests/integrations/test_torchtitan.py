@@ -30,10 +30,11 @@ def _launch(tmp, name, nproc, *args, device="neuron"):
                                            os.environ.get("PYTHONPATH", "")]))
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
            f"--master-port={free_port()}", EXAMPLE, "--device", device, "--metrics.disable-color-printing",
-           "--comm.init-timeout-seconds", "120", "activation-checkpoint:none", *args]
+           "--comm.init-timeout-seconds", "120", *args, "activation-checkpoint:none"]  # tyro: subcommand last
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=420)
     out = p.stdout + p.stderr
-    assert p.returncode == 0, f"{name} failed:\n{out[-6000:]}"
+    assert p.returncode == 0, f"{name} failed:\n" + "\n".join(
+        line for line in out.splitlines() if "[rank" in line or "Error" in line)[-8000:]
     return {int(step): float(loss) for step, loss in LOSS.findall(out)}
 
 
