@@ -57,4 +57,5 @@ def test_llama3_debug_model_fsdp_compile_checkpoint_match_cpu(tmp_path):
     assert resumed[3] == pytest.approx(compiled[3], abs=2e-5)
 
     cpu = _launch(tmp_path, "cpu", 2, *ckpt, device="cpu")
+    print(f"losses: neuron compiled {compiled}, resumed {resumed}, cpu eager {cpu}")  # shown with -rP
     assert cpu == pytest.approx(compiled, abs=5e-5), f"neuron {compiled} vs cpu {cpu}"
