@@ -61,3 +61,20 @@ def test_cpu_alike_list_is_pinned_to_this_torch():
             return torch.device("neuron", 0)
 
     assert scheduler.BaseSchedulerNode.is_cpu(Node())
+
+
+def test_plain_inductor_compile_first_registers_neuron():
+    """A `torch.compile` with the default backend before any backend="neuron" compile (TorchTitan's
+    compiled `create_block_mask`): Inductor asks torch.neuron for its codegen, which registers neuron
+    in full, the version pass included, and the result equals eager."""
+    result = run_python("""
+        import torch
+        from torch._inductor.codegen.common import custom_backend_passes
+        x = torch.arange(12.0, device="neuron").reshape(3, 4)
+        y = torch.compile(lambda t: (t.sin() * 2).sum(-1))(x)
+        assert y.device.type == "neuron" and torch.equal(y.cpu(), (x.cpu().sin() * 2).sum(-1)), y
+        from torch_neuronx.compiler.registration import is_registered
+        print("REGISTERED", is_registered(), type(custom_backend_passes["neuron"]).__name__)
+    """)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "REGISTERED True NeuronVersionPass" in result.stdout, result.stdout

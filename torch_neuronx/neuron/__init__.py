@@ -53,4 +53,23 @@ def __getattr__(name: str):
     # `_initialized` is read by torch.utils.checkpoint as a module attribute.
     if name == "_initialized":
         return is_initialized()
+    if name in _INDUCTOR_HOOKS:
+        return _inductor_codegen(name)
     raise AttributeError(f"module 'torch.neuron' has no attribute {name!r}")
+
+
+# Inductor asks the PrivateUse1 device module for these when it first meets a neuron graph without a
+# registered backend: a plain `torch.compile` (backend "inductor") before any backend="neuron" compile,
+# as TorchTitan's compiled `create_block_mask` is. Answering registers neuron with Dynamo and Inductor in
+# full (torch_neuronx.compiler.registration). There is no C++-wrapper codegen for neuron, so
+# `CppWrapperCodegen` stays absent and Inductor keeps the registration made here rather than replacing it.
+_INDUCTOR_HOOKS = ("Scheduling", "PythonWrapperCodegen")
+
+
+def _inductor_codegen(name: str):
+    from torch._inductor.codegen.common import get_scheduling_for_device, get_wrapper_codegen_for_device
+
+    from torch_neuronx.compiler import register
+
+    register()
+    return get_scheduling_for_device("neuron") if name == "Scheduling" else get_wrapper_codegen_for_device("neuron")

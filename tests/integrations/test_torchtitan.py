@@ -1,0 +1,61 @@
+"""TorchTitan (the PyPI release, unchanged) trains its Llama 3 debug model on neuron under torchrun.
+
+One seed checkpoint (TorchTitan's own way to start differently-parallelised runs from the same
+weights) feeds three 2-rank launches of `examples/torchtitan_llama3_debug.py`:
+  1. neuron, FSDP2, `--compile.enable --compile.backend neuron`, distributed checkpoint every 2 steps;
+  2. neuron again, resuming from that run's step-2 checkpoint: its step 3 equals run 1's step 3;
+  3. the CPU/gloo reference of run 1 (eager): its losses equal run 1's within fp32 tolerance.
+Shapes are TorchTitan's debug model (6 layers, dim 256) on 64-token sequences, 3 steps. TorchTitan
+0.3.0 imports triton, which .ci/run installs outside site-packages at $TORCH_NEURONX_TITAN_SITE; the
+launches put that folder on their path.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.distributed.dist_harness import REPO, free_port
+
+EXAMPLE = os.path.join(REPO, "examples", "torchtitan_llama3_debug.py")
+LOSS = re.compile(r"step:\s+(\d+)\s+loss:\s+([0-9.]+)")
+
+
+def _launch(tmp, name, nproc, *args, device="neuron"):
+    env = dict(os.environ, OMP_NUM_THREADS="1", TITAN_ASSETS=str(tmp / "assets"), TITAN_DUMP=str(tmp / name),
+               PYTHONPATH=os.pathsep.join([REPO, os.environ.get("TORCH_NEURONX_TITAN_SITE", ""),
+                                           os.environ.get("PYTHONPATH", "")]))
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
+           f"--master-port={free_port()}", EXAMPLE, "--device", device, "--metrics.disable-color-printing",
+           "--comm.init-timeout-seconds", "120", *args, "activation-checkpoint:none"]  # tyro: subcommand last
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=420)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, f"{name} failed:\n" + "\n".join(
+        line for line in out.splitlines() if "[rank" in line or "Error" in line)[-8000:]
+    return {int(step): float(loss) for step, loss in LOSS.findall(out)}
+
+
+def test_llama3_debug_model_fsdp_compile_checkpoint_match_cpu(tmp_path):
+    import torchtitan  # noqa: F401  (installed by .ci/run: a missing one fails here, it does not skip)
+
+    _launch(tmp_path, "seed", 1, "--checkpoint.enable", "--checkpoint.create-seed-checkpoint")
+    seed = str(tmp_path / "seed" / "checkpoint" / "step-0")
+    ckpt = ["--checkpoint.enable", "--checkpoint.initial-load-path", seed, "--checkpoint.interval", "2",
+            "--checkpoint.no-last-save-model-only"]
+
+    compiled = _launch(tmp_path, "neuron", 2, *ckpt, "--compile.enable", "--compile.backend", "neuron")
+    assert sorted(compiled) == [1, 2, 3], compiled
+    assert compiled[3] < compiled[1], f"loss did not fall: {compiled}"
+    assert os.path.isdir(tmp_path / "neuron" / "checkpoint" / "step-2")
+
+    resumed = _launch(tmp_path, "neuron", 2, *ckpt, "--compile.enable", "--compile.backend", "neuron",
+                      "--checkpoint.load-step", "2")
+    assert sorted(resumed) == [3], f"resume should train step 3 only: {resumed}"
+    assert resumed[3] == pytest.approx(compiled[3], abs=2e-5)
+
+    cpu = _launch(tmp_path, "cpu", 2, *ckpt, device="cpu")
+    print(f"losses: neuron compiled {compiled}, resumed {resumed}, cpu eager {cpu}")  # shown with -rP
+    assert cpu == pytest.approx(compiled, abs=5e-5), f"neuron {compiled} vs cpu {cpu}"
