@@ -21,6 +21,9 @@ import pytest
 from tests.distributed.dist_harness import REPO, free_port
 
 EXAMPLE = os.path.join(REPO, "examples", "torchtitan_llama3_debug.py")
+# ~4 min of launches and a 1 GB triton download: run on demand by .ci/torchtitan, not by .ci/run
+pytestmark = pytest.mark.torchtitan
+
 LOSS = re.compile(r"step:\s+(\d+)\s+loss:\s+([0-9.]+)")
 
 
@@ -39,7 +42,7 @@ def _launch(tmp, name, nproc, *args, device="neuron"):
 
 
 def test_llama3_debug_model_fsdp_compile_checkpoint_match_cpu(tmp_path):
-    import torchtitan  # noqa: F401  (installed by .ci/run: a missing one fails here, it does not skip)
+    import torchtitan  # noqa: F401  (installed by .ci/torchtitan: a missing one fails here, it does not skip)
 
     _launch(tmp_path, "seed", 1, "--checkpoint.enable", "--checkpoint.create-seed-checkpoint")
     seed = str(tmp_path / "seed" / "checkpoint" / "step-0")
