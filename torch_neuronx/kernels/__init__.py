@@ -18,8 +18,9 @@ def register() -> None:
         return
     lib = torch.library.Library("aten", "IMPL")
     _LIB.append(lib)
-    from . import rnn_cells, sdpa_overrideable, shallow_copy
+    from . import grouped_mm, rnn_cells, sdpa_overrideable, shallow_copy
 
     shallow_copy.register(lib)
     rnn_cells.register(lib)
     sdpa_overrideable.register(lib)
+    grouped_mm.register(lib)
