@@ -85,6 +85,8 @@ def test_grouped_mm_bad_offsets_raise(offs, match):
     assert torch.equal(a, before)
     with pytest.raises(RuntimeError, match="offs must be a 1-D int32 tensor"):
         torch._grouped_mm(a, b, offs=torch.tensor([2, 5, 8], device="neuron"))
+    with pytest.raises(RuntimeError, match="all operands must be on one device, got self on neuron:0, mat2 on neuron:0, offs on cpu"):
+        torch._grouped_mm(a, b, offs=torch.tensor([2, 5, 8], dtype=torch.int32))
 
 
 def test_scaled_grouped_mm_names_the_op_and_the_alternative():

@@ -60,7 +60,15 @@ def check_offsets(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None) -
                            f"{values.tolist()}")
 
 
+def _check_devices(**tensors) -> None:
+    devices = {name: t.device for name, t in tensors.items() if t is not None}
+    if len(set(devices.values())) > 1:
+        raise RuntimeError(f"torch._grouped_mm: all operands must be on one device, got "
+                           f"{', '.join(f'{n} on {d}' for n, d in devices.items())}; move them with .to(self.device)")
+
+
 def grouped_mm(self, mat2, offs=None, bias=None, out_dtype=None):
+    _check_devices(self=self, mat2=mat2, offs=offs, bias=bias)
     check_offsets(self, mat2, offs)
     a, b = _dense(self), _dense(mat2)
     host = [None if t is None else _alias(t) for t in (a, b, offs, bias)]
