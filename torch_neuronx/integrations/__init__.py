@@ -17,6 +17,7 @@ Each wraps the library's function once (`torch_neuronx._wrap.wrap_once`), keepin
 | `accelerate_fp16` | `Accelerator.__init__` (+ `AcceleratorState.mixed_precision` while it runs) | `mixed_precision="fp16"` autocasts and scales on neuron as on CUDA |
 | `trl_device_map` | `trl.trainer.utils.create_model_from_path` | TRL's default device_map: one core per process (MULTI_NEURON like MULTI_GPU; one process: the current core when the model fits) |
 | `accelerate_state` | `PartialState.__init__` | a launched rank with misconfigured cores stops instead of training alone on CPU |
+| `context_parallel` | torch's context-parallel op handlers and `context_parallel` | ring attention for the CPU flash op neuron's SDPA runs; a mesh on the wrong device is refused |
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ _ADAPTERS = {
     "accelerate.accelerator": "accelerate_fp16",
     "trl.trainer.utils": "trl_device_map",
     "torch.nn.modules.linear_cross_entropy_options": "linear_cross_entropy",
+    "torch.distributed.tensor.experimental._context_parallel._attention": "context_parallel",
 }
 _installed = False
 

@@ -18,9 +18,10 @@ def register() -> None:
         return
     lib = torch.library.Library("aten", "IMPL")
     _LIB.append(lib)
-    from . import flash_varlen, rnn_cells, sdpa_overrideable, shallow_copy
+    from . import flash_varlen, grouped_mm, rnn_cells, sdpa_overrideable, shallow_copy
 
     shallow_copy.register(lib)
     rnn_cells.register(lib)
     sdpa_overrideable.register(lib)
     flash_varlen.register(lib)
+    grouped_mm.register(lib)
