@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -47,12 +48,17 @@ def test_empty_registry_draws_an_empty_view(tmp_path):
 
 
 JOB = textwrap.dedent("""
-    import os, time, torch
+    import os, time, torch, torch_neuronx
     rank = int(os.environ["LOCAL_RANK"])
     x = torch.randn(128, 128, device=f"neuron:{rank}")
     deadline = time.monotonic() + float(os.environ["JOB_SECONDS"])
     while time.monotonic() < deadline:
-        y = (x @ x).tanh()
+        if rank == 0:   # estimates on in rank 0 only: its estimated FLOPs reach neuron-top
+            with torch_neuronx.estimate():
+                for _ in range(20):
+                    y = (x @ x).tanh()
+        else:
+            y = (x @ x).tanh()
 """)
 
 
@@ -98,7 +104,10 @@ def test_live_in_tmux_with_a_torchrun_job(tmp_path):
         assert "NeuronCore v3d Utilization (%)" in s and f"[1] {ranks[0]}" in s and "NC0" in s and "NC1" in s
         assert "VCPU Utilization" in s and "Memory Usage Summary" in s and "Memory Usage Details" in s
         subprocess.run(tmux + ["send-keys", "-t", session, "F"], check=True)
-        wait_for("Utilization (TFLOPS)")
+        s = wait_for("Utilization (TFLOPS)")
+        assert "n/a TFLOPS" not in s, s           # rank 0's estimated FLOPs were published
+        s = wait_for("est. ")                      # and its per-process figure in the details
+        assert re.search(r"est\. \d+\.\d{4}", s), s
         subprocess.run(tmux + ["send-keys", "-t", session, "2"], check=True)
         s = wait_for(f"pid {ranks[1]}")        # rank 1's own tab
         assert f"pid {ranks[0]}" not in s
