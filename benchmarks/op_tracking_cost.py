@@ -1,10 +1,14 @@
 """Claim: publishing op counts and busy time costs under 0.1 us per op.
 
 What every op pays for the tools (csrc/op_tracking.cpp, OpScope): a lock-free
-table lookup, one relaxed atomic add for the op count, two clock reads and two
-relaxed adds into the mapped stats page. Measured two ways in one run:
+table lookup, one relaxed atomic add for the op count, two reads of the CPU's
+time-stamp counter (the steady clock where the kernel does not keep time with
+it) and two relaxed adds into the mapped stats page. Measured two ways in one run:
 
-1. directly: the time of one OpScope in a tight C++ loop (`_measure_op_scope_ns`);
+1. directly: the time of one OpScope in a tight C++ loop (`_measure_op_scope_ns`),
+   as wall time and as the thread's CPU time (on a shared, loaded host the wall
+   figure includes the time other processes ran; the verdict uses the CPU time,
+   and both are printed);
 2. end to end: a tiny in-place add per op with the stats page mapped, against a
    process whose page cannot be created (TORCH_NEURONX_RUNTIME_DIR unwritable:
    the page adds are skipped; the lookup, count and clock reads remain).
@@ -28,8 +32,9 @@ for _ in range(15):
     t = time.perf_counter()
     for _ in range(20000): a.add_(b)
     runs.append((time.perf_counter() - t) / 20000)
-scope = min(_C._measure_op_scope_ns(1_000_000) for _ in range(5))
-print(json.dumps({"us": statistics.median(runs) * 1e6, "page": bool(_C._stats_page_path()), "scope_ns": scope}))
+scopes = [_C._measure_op_scope_ns(1_000_000) for _ in range(5)]
+print(json.dumps({"us": statistics.median(runs) * 1e6, "page": bool(_C._stats_page_path()),
+                  "scope_wall_ns": min(w for w, _ in scopes), "scope_cpu_ns": min(c for _, c in scopes)}))
 """
 TARGET_US = 0.1
 
@@ -48,9 +53,11 @@ def main() -> None:
         with_page.append(run(None))
         without.append(run("/proc/no-such-dir"))
     assert all(r["page"] for r in with_page) and not any(r["page"] for r in without)
-    scope = min(r["scope_ns"] for r in with_page)
+    scope = min(r["scope_cpu_ns"] for r in with_page)
+    wall = min(r["scope_wall_ns"] for r in with_page)
     w, wo = min(r["us"] for r in with_page), min(r["us"] for r in without)
-    print(f"OpScope (count + busy time + page adds): {scope:.1f} ns per op  "
+    print(f"host load average (1 min): {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"OpScope (count + busy time + page adds): {scope:.1f} ns CPU per op ({wall:.1f} ns wall)  "
           f"{'PASS' if scope / 1000 < TARGET_US else 'MISS'} (target < {TARGET_US} us)")
     print(f"tiny in-place add: {w:.3f} us per op with the page, {wo:.3f} us without "
           f"(difference {1000 * (w - wo):+.0f} ns, within run-to-run noise when small)")

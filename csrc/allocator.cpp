@@ -10,6 +10,12 @@
 // - Freed blocks stay cached in their segment (merged with free neighbours)
 //   for the next request; reserved >= allocated = active (no stream defers a
 //   free on the virtual core).
+// - The small pool's free blocks sit in size bins (four per power of two,
+//   whose lower bounds are the size classes) with a bitmap of non-empty bins:
+//   a tiny op's output is found, split and returned in O(1) with no
+//   allocation, so allocation-heavy tiny ops cost no more than the allocator
+//   before caching. The large pool keeps a best-fit ordered set (exact reuse of
+//   big blocks matters more than the last nanosecond there).
 // - HBM capacity is charged on reserved bytes. When a new segment does not fit,
 //   the allocator returns wholly free cached segments and retries (counted in
 //   num_alloc_retries) before raising torch.OutOfMemoryError; fragmentation in
@@ -25,6 +31,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
+#include <c10/util/flat_hash_map.h>
 
 #include <array>
 #include <chrono>
@@ -100,6 +107,73 @@ struct Block {
   Block* prev = nullptr;  // neighbours in the segment, by address
   Block* next = nullptr;
   std::shared_ptr<c10::GatheredContext> context;
+  // Small pool only, while free: the block's size bin and its list links.
+  int bin = -1;
+  Block* bin_prev = nullptr;
+  Block* bin_next = nullptr;
+};
+
+// Size bins of the small pool: [2^k (1 + j/4), 2^k (1 + (j+1)/4)) for k >= 8.
+// Every size class below 1 MiB is a bin's lower bound, so any block of the
+// request's bin or a higher one holds the request.
+constexpr int kSmallBins = 4 * (22 - 8);  // blocks up to a 2 MiB segment (k <= 21)
+int small_bin(size_t size) {
+  const int k = 63 - __builtin_clzll(static_cast<unsigned long long>(std::max(size, kMinBlockSize)));
+  const int j = static_cast<int>((size >> (k - 2)) & 3);
+  return std::min((k - 8) * 4 + j, kSmallBins - 1);
+}
+size_t small_bin_floor(int bin) {
+  const size_t pow2 = size_t(1) << (bin / 4 + 8);
+  return pow2 + (pow2 >> 2) * (bin % 4);
+}
+
+struct SmallFreeBins {
+  std::array<Block*, kSmallBins> head{};
+  uint64_t nonempty = 0;  // bit b: head[b] != nullptr
+  size_t count = 0;
+
+  void push(Block* b) {
+    const int bin = small_bin(b->size);
+    b->bin = bin;
+    b->bin_prev = nullptr;
+    b->bin_next = head[bin];
+    if (head[bin] != nullptr) head[bin]->bin_prev = b;
+    head[bin] = b;
+    nonempty |= uint64_t(1) << bin;
+    ++count;
+  }
+  void erase(Block* b) {
+    if (b->bin_prev != nullptr) {
+      b->bin_prev->bin_next = b->bin_next;
+    } else {
+      head[b->bin] = b->bin_next;
+      if (b->bin_next == nullptr) nonempty &= ~(uint64_t(1) << b->bin);
+    }
+    if (b->bin_next != nullptr) b->bin_next->bin_prev = b->bin_prev;
+    b->bin = -1;
+    b->bin_prev = b->bin_next = nullptr;
+    --count;
+  }
+  // A free block that holds `size` (the most recently freed of the smallest
+  // fitting bin: warm in cache), or nullptr.
+  Block* find(size_t size) const {
+    int bin = small_bin(size);
+    if (small_bin_floor(bin) < size) ++bin;  // only exact classes start at their own bin
+    if (bin >= kSmallBins) return nullptr;
+    const uint64_t fits = nonempty & (~uint64_t(0) << bin);
+    return fits == 0 ? nullptr : head[__builtin_ctzll(fits)];
+  }
+  // Every free block (the caller may release the visited one).
+  template <typename Fn>
+  void for_each(Fn fn) {
+    for (int bin = kSmallBins - 1; bin >= 0; --bin) {
+      for (Block* b = head[bin]; b != nullptr;) {
+        Block* next = b->bin_next;
+        fn(b);
+        b = next;
+      }
+    }
+  }
 };
 
 struct Segment {
@@ -130,7 +204,8 @@ struct TraceEntry {
 
 struct DeviceState {
   DeviceStats stats;
-  std::set<Block*, BlockLess> free_small, free_large;
+  SmallFreeBins free_small;
+  std::set<Block*, BlockLess> free_large;
   std::unordered_set<Segment*> segments;
   std::deque<TraceEntry> trace;
 };
@@ -183,7 +258,6 @@ class NeuronAllocator final : public c10::DeviceAllocator {
     if (ContextFn fn = context_fn_.load(std::memory_order_relaxed)) context = fn();  // before the lock (takes the GIL)
     const bool direct = no_caching_.load(std::memory_order_relaxed);
     const size_t size = direct ? nbytes : round_size(nbytes);
-    const int64_t capacity = hbm_capacity(device);
     std::vector<void*> to_free;
     Block* block = nullptr;
     {
@@ -192,7 +266,8 @@ class NeuronAllocator final : public c10::DeviceAllocator {
       DeviceState& st = state_[device];
       const bool small = size < kSmallSize;
       block = direct ? nullptr : take_free(st, small, size);
-      if (block == nullptr) {
+      if (block == nullptr) {  // slow path: a new segment, charged to the core's HBM
+        const int64_t capacity = hbm_capacity(device);  // a leaf lock, never held while taking ours
         block = new_segment(device, st, small, size, nbytes, capacity, context, to_free, direct);
       }
       block = split(st, block, size);
@@ -230,7 +305,7 @@ class NeuronAllocator final : public c10::DeviceAllocator {
       const bool small = nbytes < kSmallSize;
       ensure_capacity(device, st, nbytes, nbytes, capacity, to_free);
       auto* seg = new Segment{ptr, nbytes, device, small, true, std::move(cpu), context};
-      block = new Block{ptr, nbytes};
+      block = new_block(ptr, nbytes);
       block->segment = seg;
       block->allocated = true;
       block->requested = nbytes;
@@ -371,7 +446,7 @@ class NeuronAllocator final : public c10::DeviceAllocator {
   }
 
   void first_use(c10::DeviceIndex device) {
-    if (!used_[device]) {
+    if (C10_UNLIKELY(!used_[device])) {
       used_[device] = true;
       mark_used(device);
       stats_first_use(device);
@@ -380,23 +455,41 @@ class NeuronAllocator final : public c10::DeviceAllocator {
 
   static Block* first_block(Segment* seg);
 
-  std::set<Block*, BlockLess>& pool(DeviceState& st, bool small) {
-    return small ? st.free_small : st.free_large;
-  }
-
-  // The smallest cached block that holds `size`, removed from its free set.
+  // A cached block that holds `size` (large pool: the smallest, lowest
+  // address first), removed from its free set.
   Block* take_free(DeviceState& st, bool small, size_t size) {
-    auto& free = pool(st, small);
-    Block key{nullptr, size};
-    auto it = free.lower_bound(&key);
-    if (it == free.end()) return nullptr;
-    Block* b = *it;
-    erase_free(st, b);
+    Block* b = nullptr;
+    if (small) {
+      b = st.free_small.find(size);
+    } else {
+      Block key{nullptr, size};
+      auto it = st.free_large.lower_bound(&key);
+      if (it != st.free_large.end()) b = *it;
+    }
+    if (b != nullptr) erase_free(st, b);
     return b;
   }
 
+  // Every free block of one pool (the visited block may be released).
+  template <typename Fn>
+  void for_each_free(DeviceState& st, bool small, Fn fn) {
+    if (small) {
+      st.free_small.for_each(fn);
+      return;
+    }
+    for (auto it = st.free_large.begin(); it != st.free_large.end();) {
+      Block* b = *it;
+      ++it;
+      fn(b);
+    }
+  }
+
   void insert_free(DeviceState& st, Block* b) {
-    pool(st, b->segment->small).insert(b);
+    if (b->segment->small) {
+      st.free_small.push(b);
+    } else {
+      st.free_large.insert(b);
+    }
     if (b->prev != nullptr || b->next != nullptr) {  // a free piece of a split segment
       b->counted_inactive = true;
       for (size_t idx : {size_t(0), pool_index(b->segment->small)}) {
@@ -407,7 +500,11 @@ class NeuronAllocator final : public c10::DeviceAllocator {
   }
 
   void erase_free(DeviceState& st, Block* b) {
-    pool(st, b->segment->small).erase(b);
+    if (b->segment->small) {
+      st.free_small.erase(b);
+    } else {
+      st.free_large.erase(b);
+    }
     if (b->counted_inactive) {
       b->counted_inactive = false;
       for (size_t idx : {size_t(0), pool_index(b->segment->small)}) {
@@ -425,7 +522,7 @@ class NeuronAllocator final : public c10::DeviceAllocator {
         (small ? remaining < kMinBlockSize : remaining <= kSmallSize)) {
       return b;
     }
-    auto* rest = new Block{static_cast<char*>(b->ptr) + size, remaining};
+    Block* rest = new_block(static_cast<char*>(b->ptr) + size, remaining);
     rest->segment = b->segment;
     rest->prev = b;
     rest->next = b->next;
@@ -499,7 +596,7 @@ class NeuronAllocator final : public c10::DeviceAllocator {
     }
     auto* seg = new Segment{ptr, bytes, device, small, false, {}, context};
     seg->direct = direct;
-    auto* block = new Block{ptr, bytes};
+    Block* block = new_block(ptr, bytes);
     block->segment = seg;
     st.segments.insert(seg);
     count_segment(device, st, seg, +1);
@@ -510,12 +607,9 @@ class NeuronAllocator final : public c10::DeviceAllocator {
   // Frees every wholly free segment of the device (host bytes freed by the caller).
   void release_cached(c10::DeviceIndex device, DeviceState& st, std::vector<void*>& to_free) {
     for (bool small : {true, false}) {
-      auto& free = pool(st, small);
-      for (auto it = free.begin(); it != free.end();) {
-        Block* b = *it;
-        ++it;
+      for_each_free(st, small, [&](Block* b) {
         if (b->prev == nullptr && b->next == nullptr) release_segment(device, st, b, to_free);
-      }
+      });
     }
   }
 
@@ -531,17 +625,17 @@ class NeuronAllocator final : public c10::DeviceAllocator {
     if (cached_total_ <= limit) return;
     for (int d = 0; d < kMaxDevices && cached_total_ > limit; ++d) {
       DeviceState& st = state_[d];
-      for (bool small : {false, true}) {
-        auto& free = pool(st, small);
-        for (auto it = free.rbegin(); it != free.rend() && cached_total_ > limit;) {
-          Block* b = *it;
-          ++it;
-          if (b->prev == nullptr && b->next == nullptr) {
-            release_segment(d, st, b, to_free);
-            it = free.rbegin();  // the set changed
-          }
+      for (auto it = st.free_large.rbegin(); it != st.free_large.rend() && cached_total_ > limit;) {
+        Block* b = *it;
+        ++it;
+        if (b->prev == nullptr && b->next == nullptr) {
+          release_segment(d, st, b, to_free);
+          it = st.free_large.rbegin();  // the set changed
         }
       }
+      st.free_small.for_each([&](Block* b) {  // bins from the largest down
+        if (cached_total_ > limit && b->prev == nullptr && b->next == nullptr) release_segment(d, st, b, to_free);
+      });
     }
   }
 
@@ -552,7 +646,7 @@ class NeuronAllocator final : public c10::DeviceAllocator {
     count_segment(device, st, seg, -1);
     st.segments.erase(seg);
     to_free.push_back(seg->base);
-    delete b;
+    delete_block(b);
     delete seg;
   }
 
@@ -633,7 +727,7 @@ class NeuronAllocator final : public c10::DeviceAllocator {
       count_segment(device, st, seg, -1);
       st.segments.erase(seg);
       owner = std::move(seg->cpu_owner);  // dropped by the caller, outside the lock
-      delete block;
+      delete_block(block);
       delete seg;
       return;
     }
@@ -649,7 +743,7 @@ class NeuronAllocator final : public c10::DeviceAllocator {
         if (block->next) block->next->prev = block;
       }
       block->size += neighbour->size;
-      delete neighbour;
+      delete_block(neighbour);
     }
     insert_free(st, block);
     if (seg->direct) {
@@ -659,10 +753,29 @@ class NeuronAllocator final : public c10::DeviceAllocator {
     enforce_cache_limit(to_free);
   }
 
+  // Block objects are recycled (under the lock): splitting and merging on the
+  // tiny-op path then never calls the host allocator.
+  Block* new_block(void* ptr, size_t size) {
+    if (spare_blocks_.empty()) return new Block{ptr, size};
+    Block* b = spare_blocks_.back();
+    spare_blocks_.pop_back();
+    *b = Block{ptr, size};
+    return b;
+  }
+  void delete_block(Block* b) {
+    if (spare_blocks_.size() >= 4096) {
+      delete b;
+      return;
+    }
+    b->context.reset();
+    spare_blocks_.push_back(b);
+  }
+
   std::mutex mutex_;
   std::array<DeviceState, kMaxDevices> state_;
   std::array<bool, kMaxDevices> used_{};
-  std::unordered_map<const void*, Block*> live_;
+  ska::flat_hash_map<const void*, Block*> live_;  // open addressing: no node allocation per block
+  std::vector<Block*> spare_blocks_;
   int64_t cached_total_ = 0;  // reserved - allocated over all devices (own segments)
   std::atomic<int64_t> cache_limit_{kDefaultCacheLimit};
   std::atomic<ContextFn> context_fn_{nullptr};
@@ -684,16 +797,14 @@ Block* NeuronAllocator::first_block(Segment* seg) {
     }
   }
   DeviceState& st = g_allocator.state_[seg->device];
-  for (auto* set : {&st.free_small, &st.free_large}) {
-    for (Block* b : *set) {
-      if (b->segment == seg) {
-        Block* head = b;
-        while (head->prev) head = head->prev;
-        return head;
-      }
-    }
+  Block* found = nullptr;
+  for (bool small : {true, false}) {
+    g_allocator.for_each_free(st, small, [&](Block* b) {
+      if (found == nullptr && b->segment == seg) found = b;
+    });
   }
-  return nullptr;
+  while (found != nullptr && found->prev != nullptr) found = found->prev;
+  return found;
 }
 
 void NeuronAllocator::free_block(void* ctx) {

@@ -2,7 +2,8 @@
 // page that neuron-ls / neuron-top / neuron-monitor read, and memory snapshots.
 //
 // Hot paths (every op, every allocation) only do relaxed atomic stores and
-// adds into memory that is already mapped: no locks, no system calls.
+// adds into memory that is already mapped: no locks, no system calls (busy
+// time reads the CPU's time-stamp counter, see op_tracking.cpp).
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -36,7 +37,7 @@ class OpScope {
   OpSlot* slot_;
   c10::DeviceIndex device_;
   c10::DeviceIndex previous_host_device_;
-  int64_t start_ns_;
+  uint64_t start_ticks_;  // busy-time clock at the outermost scope's start (0: not timed)
   bool outermost_;
 };
 
@@ -45,7 +46,8 @@ struct OpCount {
   int64_t count;
 };
 std::vector<OpCount> op_counts();
-double measure_op_scope_ns(int64_t iterations);  // benchmark of the per-op publishing cost
+// Benchmark of the per-op publishing cost: (wall ns, thread CPU ns) per scope.
+std::pair<double, double> measure_op_scope_ns(int64_t iterations);
 void clear_op_tracking();
 
 // While a host kernel of a neuron op runs on this thread, the device whose

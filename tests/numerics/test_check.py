@@ -22,6 +22,8 @@ same("int64_add", y, big + 1)
 for _ in range(3):
     here("int64_loop"); z = x * 4
 small = torch.arange(10, device="neuron") + 7                     # int64 in range: exposure, no finding
+here("int64_scalar"); back = (small - 2**40) + 2**40              # result in range; the scalar is not
+same("int64_scalar", back, torch.arange(10) + 7)
 a = torch.full((4, 4), 4097, dtype=torch.int32)
 here("int_mm"); m = a.to("neuron") @ a.to("neuron")
 same("int_mm", m, a @ a)
@@ -49,6 +51,15 @@ dist.init_process_group("neuron", init_method="file://" + tempfile.mktemp(), ran
 c = torch.tensor([2**24 + 1, 2], device="neuron")
 here("all_reduce"); dist.all_reduce(c)
 r["all_reduce"] = c.cpu().tolist()
+import warnings
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    cc = [torch.tensor([2**24 + 3], device="neuron")]
+    here("all_reduce_coalesced"); dist.all_reduce_coalesced(cc)
+o = torch.zeros(1, dtype=torch.int32, device="neuron")
+with dist._coalescing_manager():
+    here("rs_coalesced"); dist.reduce_scatter_tensor(o, torch.tensor([2**25 + 1], dtype=torch.int32, device="neuron"))
+r["coalesced"] = [cc[0].item(), o.item()]
 dist.destroy_process_group()
 # training step on a float32 model: nothing to report
 lin = torch.nn.Linear(8, 4).to("neuron")
@@ -74,7 +85,8 @@ def _site(result, kind, name, op=None):
 def test_results_unchanged(check_run):
     result, _ = check_run
     assert result["stack"] == 1
-    assert all(result["same"][k] for k in ("int64_add", "int_mm", "index_add", "scatter_add", "float64", "fp8")), \
+    assert all(result["same"][k] for k in ("int64_add", "int64_scalar", "int_mm", "index_add", "scatter_add", "float64",
+                                          "fp8")), \
         result["same"]
     assert result["same"]["rne_1024"] == 1024.0
     assert result["same"]["all_reduce"] == [2**24 + 1, 2]
@@ -88,6 +100,10 @@ def test_int64_out_of_range_reported_with_op_line_value(check_run):
     loop = _site(result, "int64", "int64_loop")
     assert loop["op"] == "aten::mul" and loop["count"] == 3 and loop["worst"] == (2**31 - 1) * 4
     assert result["exposure"]["int64"]["aten::add"] >= 2  # the in-range arange + 7 is counted, not reported
+    scalar = [f for f in result["findings"] if f["kind"] == "int64" and f["detail"] == "Python int scalar"
+              and f["site"].endswith(f":{result['line']['int64_scalar']}")]
+    assert sorted(f["op"] for f in scalar) == ["aten::add", "aten::sub"], scalar   # t + 2**40 beyond 32 bits
+    assert all(f["worst"] == 2**40 for f in scalar)
 
 
 def test_integers_via_fp32_reported_above_2_24(check_run):
@@ -96,6 +112,10 @@ def test_integers_via_fp32_reported_above_2_24(check_run):
     assert _site(result, "int_via_fp32", "index_add")["worst"] == 2**24 + 1
     assert _site(result, "int_via_fp32", "scatter_add")["worst"] == 2**24 + 1
     assert _site(result, "int_via_fp32", "all_reduce", "all_reduce")["worst"] == 2**24 + 1
+    assert _site(result, "int_via_fp32", "all_reduce_coalesced", "all_reduce_coalesced")["worst"] == 2**24 + 3
+    assert result["same"]["coalesced"] == [2**24 + 3, 2**25 + 1]   # check mode: results unchanged
+    rs = [f for f in result["findings"] if f["op"] == "reduce_scatter_tensor_coalesced"]
+    assert [f["worst"] for f in rs] == [2**25 + 1], rs   # reported where the coalescing block ends
     mm_sites = [f for f in result["findings"] if f["op"] == "aten::mm"]
     assert len(mm_sites) == 1  # the exact 3x3 product is not reported
     assert result["exposure"]["int_via_fp32"]["aten::mm"] == 2
@@ -112,9 +132,9 @@ def test_float64_and_fp8_reported(check_run):
 
 def test_report_lists_every_site(check_run):
     result, stderr = check_run
-    assert len(result["findings"]) == 9
+    assert len(result["findings"]) == 13  # 9 + two Python int scalars + two coalesced collectives
     text = result["report"]
-    assert "TORCH_NEURONX_NUMERICS=check): 9 site(s)" in text
+    assert "TORCH_NEURONX_NUMERICS=check): 13 site(s)" in text
     assert f"<string>:{result['line']['int_mm']}: aten::mm x1, worst 67141636" in text
     # the same report is printed at exit
     assert "torch-neuronx numerics report" in stderr and "aten::index_add_" in stderr

@@ -19,6 +19,9 @@ r["int64"] = y.cpu().tolist()
 r["int64_expect"] = (big.to(torch.int32) + 1).to(torch.int64).tolist()
 r["int64_prod"] = (torch.tensor([70000], device=N) * 70000).cpu().tolist()
 r["int64_inplace"] = torch.tensor([2**31 - 1], device=N).add_(1).cpu().tolist()
+# a Python int beyond 32 bits is downcast with the op (2**40 + 3 wraps to 3)
+r["int64_scalar"] = [(torch.tensor([5, 2], device=N) < 2**40 + 3).cpu().tolist(),
+                     (torch.tensor([5], device=N) + (2**40 + 3)).cpu().tolist()]
 # 2. integer matmul, scatter_add, index_add through float32
 a = torch.randint(-4000, 4000, (6, 5), dtype=torch.int32, generator=torch.Generator().manual_seed(0))
 b = torch.randint(-4000, 4000, (5, 7), dtype=torch.int32, generator=torch.Generator().manual_seed(1))
@@ -63,6 +66,15 @@ dist.reduce_scatter_tensor(rs, torch.tensor([2**24 + 1], dtype=torch.int32, devi
 fl = torch.tensor([2.0**24 + 1], dtype=torch.float32, device=N)
 dist.all_reduce(fl)
 r["collectives"] = [c.cpu().tolist(), avg.cpu().tolist(), rs.cpu().tolist(), fl.item()]
+cc = [torch.tensor([2**24 + 1], device=N), torch.tensor([5, 2**24 + 3], device=N)]
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # all_reduce_coalesced is deprecated, still called by libraries
+    dist.all_reduce_coalesced(cc)
+o1, o2 = torch.zeros(1, dtype=torch.int32, device=N), torch.zeros(1, dtype=torch.int64, device=N)
+with dist._coalescing_manager():  # one reduce_scatter_tensor_coalesced call on the group
+    dist.reduce_scatter_tensor(o1, torch.tensor([2**24 + 1], dtype=torch.int32, device=N))
+    dist.reduce_scatter_tensor(o2, torch.tensor([2**24 + 3], device=N))
+r["coalesced"] = [[t.cpu().tolist() for t in cc], o1.item(), o2.item()]
 dist.destroy_process_group()
 # Bad input: an op the emulation cannot express keeps host numerics, with one warning naming it
 i8 = torch.ones(32, 32, dtype=torch.int8, device=N)
@@ -87,6 +99,7 @@ def test_int64_computed_in_32_bits(trainium_run):
     assert r["int64"] == r["int64_expect"] == [-2**31, 6, -2, 8]
     assert r["int64_prod"] == [(70000 * 70000 + 2**31) % 2**32 - 2**31]
     assert r["int64_inplace"] == [-2**31]
+    assert r["int64_scalar"] == [[False, True], [8]]
 
 
 def test_integer_ops_through_fp32(trainium_run):
@@ -102,6 +115,7 @@ def test_integer_collectives_through_fp32(trainium_run):
     assert avg == [7, 2**25 + 4]
     assert reduce_scatter == [2**24]
     assert floats == 2.0**24                     # float32 tensors: float32 as always
+    assert trainium_run["coalesced"] == [[[2**24], [5, 2**24 + 4]], 2**24, 2**24 + 4]  # *_coalesced alike
 
 
 def test_float64_as_float32(trainium_run):

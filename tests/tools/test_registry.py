@@ -72,3 +72,36 @@ def test_this_process_page_matches_torch_neuron_stats():
     assert entry.devices[0]["allocated"] == torch.neuron.memory_allocated(0)
     assert entry.devices[0]["reserved"] == torch.neuron.memory_reserved(0)
     del x
+
+
+def test_compiled_graphs_and_estimated_flops_reach_the_page():
+    """neuron-top's graph counts and TFLOPS: compiled-graph calls and, with estimates on,
+    the cost model's FLOPs are added to this process's own page."""
+    from pathlib import Path
+
+    import torch_neuronx
+    from torch_neuronx import _C
+
+    from torch_neuronx.estimate.graphs import observe  # what the neuron backend returns for every graph
+
+    x = torch.randn(16, 16, device="neuron")
+    gm = torch.fx.symbolic_trace(lambda t: (t @ t).relu())
+    f = observe(gm, gm, "tiny")   # a real compile would cost ~10 s here: the wrapper is what counts
+    f(x)
+    folder = Path(_C._stats_page_path()).parent
+
+    def own() -> dict:
+        return next(e for e in registry.list_processes(folder) if e.pid == os.getpid()).devices[0]
+
+    before = own()
+    for _ in range(3):
+        f(x)
+    middle = own()
+    assert middle["graphs"] - before["graphs"] == 3
+    assert middle["estimated_flops"] == before["estimated_flops"]   # estimates off: nothing added
+    with torch_neuronx.estimate() as est:
+        y = x @ x
+    after = own()
+    flops = est.flops
+    assert flops >= 2 * 16 ** 3 and after["estimated_flops"] - middle["estimated_flops"] == flops
+    assert torch.equal(y.cpu(), x.cpu() @ x.cpu())

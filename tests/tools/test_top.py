@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -47,12 +48,17 @@ def test_empty_registry_draws_an_empty_view(tmp_path):
 
 
 JOB = textwrap.dedent("""
-    import os, time, torch
+    import os, time, torch, torch_neuronx
     rank = int(os.environ["LOCAL_RANK"])
     x = torch.randn(128, 128, device=f"neuron:{rank}")
     deadline = time.monotonic() + float(os.environ["JOB_SECONDS"])
     while time.monotonic() < deadline:
-        y = (x @ x).tanh()
+        if rank == 0:   # estimates on in rank 0 only: its estimated FLOPs reach neuron-top
+            with torch_neuronx.estimate():
+                for _ in range(20):
+                    y = (x @ x).tanh()
+        else:
+            y = (x @ x).tanh()
 """)
 
 
@@ -99,6 +105,16 @@ def test_live_in_tmux_with_a_torchrun_job(tmp_path):
         assert "VCPU Utilization" in s and "Memory Usage Summary" in s and "Memory Usage Details" in s
         subprocess.run(tmux + ["send-keys", "-t", session, "F"], check=True)
         wait_for("Utilization (TFLOPS)")
+        # rank 0's estimated FLOPs reach the page once its first estimate() has started (slow on a
+        # loaded host): a TFLOPS figure per core, and the per-process one in the details
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            s = screen()
+            if "n/a TFLOPS" not in s and re.search(r"\d\.\d{3} TFLOPS", s) and re.search(r"est\. \d+\.\d{4}", s):
+                break
+            time.sleep(0.3)
+        else:
+            raise AssertionError(f"no estimated TFLOPS drawn:\n{s}")
         subprocess.run(tmux + ["send-keys", "-t", session, "2"], check=True)
         s = wait_for(f"pid {ranks[1]}")        # rank 1's own tab
         assert f"pid {ranks[0]}" not in s

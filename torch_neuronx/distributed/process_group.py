@@ -182,8 +182,8 @@ class ProcessGroupNeuron(dist.ProcessGroup):
     def allreduce_coalesced(self, tensors, opts=None):
         opts = _options(opts, AllreduceCoalescedOptions)
         self._verify(lambda: f"all_reduce_coalesced({_op(opts)}) {describe_list(tensors)}")
-        hosts = host_list(tensors)
-        finish = _reduce_ops.adapt(opts, self.size(), hosts)
+        hosts, _, numerics_step = _numerics.prepare("all_reduce_coalesced", opts, host_list(tensors))
+        finish = _numerics.chain(_reduce_ops.adapt(opts, self.size(), hosts), numerics_step)
         if len({(t.dtype, t.layout) for t in hosts}) <= 1:
             works = (self._gloo.allreduce_coalesced(hosts, opts),)
         else:  # gloo coalesces one dtype at a time
@@ -224,9 +224,13 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         opts = _options(opts, ReduceScatterOptions)
         self._verify(lambda: f"reduce_scatter_tensor_coalesced({_op(opts)}) {describe_list(outputs)} <- "
                              f"{describe_list(inputs)}")
-        pairs = [_flat.scatter_pair(o, i, self.size(), "reduce_scatter_tensor_coalesced")
-                 for o, i in zip(host_list(outputs), host_list(inputs))]
-        finish = _reduce_ops.adapt(opts, self.size(), [o for o, _ in pairs])
+        pairs, numerics_step = [], None
+        for o, i in zip(host_list(outputs), host_list(inputs)):
+            o, i = _flat.scatter_pair(o, i, self.size(), "reduce_scatter_tensor_coalesced")
+            (o,), i, step = _numerics.prepare("reduce_scatter_tensor_coalesced", opts, [o], i)
+            pairs.append((o, i))
+            numerics_step = _numerics.chain(numerics_step, step)
+        finish = _numerics.chain(_reduce_ops.adapt(opts, self.size(), [o for o, _ in pairs]), numerics_step)
         works = tuple(self._gloo._reduce_scatter_base(o, i, _copy_rs_opts(opts)) for o, i in pairs)
         return self._work(works, outputs, finish)
 

@@ -6,6 +6,15 @@ from .hardware import hardware as _hardware
 from .report import Report
 
 
+def _publish_flops(device: int, flops) -> None:
+    """Estimated FLOPs executed, added to this process's stats page: neuron-top's
+    TFLOPS figures (`F`) and neuron-monitor's "flops" come from it."""
+    if flops:
+        from ..tools.api.registry import add
+
+        add(device, "estimated_flops", int(flops))
+
+
 class Estimate(Report):
     """Context manager and result: `with torch_neuronx.estimate() as est: ...; est.summary()`.
 
@@ -62,6 +71,7 @@ class Estimate(Report):
         return tuple(t.parents), ("backward" if t.is_bw else "forward")
 
     def record_op(self, e, device: int) -> None:
+        _publish_flops(device, e.flops)
         modules, phase = self._where()
         if not e.modelled:
             self.unmodelled.add(e.name)
@@ -69,6 +79,7 @@ class Estimate(Report):
                     nbytes=e.bytes, bound=e.bound, device=device, phase=phase, modules=modules)
 
     def record_graph(self, g, device: int, phase: str | None = None) -> None:
+        _publish_flops(device, g.flops)
         modules, here = self._where()
         self.record("graph", g.name, g.seconds, "graph", launch_s=g.launch_s, flops=g.flops,
                     nbytes=g.bytes, bound=g.bound, device=device, phase=phase or here,

@@ -211,11 +211,14 @@ def _device(args) -> int:
 def observe(gm, compiled, name: str):
     """Wrap a compiled graph so that inside `estimate()` each call counts as one fused program.
 
-    Outside `estimate()` the wrapper only reads one global, so it costs nothing measurable.
+    Outside `estimate()` the wrapper only reads one global and counts the call in the
+    stats page (neuron-top's graph counts), so it costs nothing measurable.
     """
     cache: dict = {}
+    from ..tools.api.registry import add as publish  # the stats page neuron-top reads
 
     def run(*args):
+        publish(_device(args), "graphs")  # one relaxed add into the page: compiled graphs per core
         est = state.active
         if est is None:
             return compiled(*args)

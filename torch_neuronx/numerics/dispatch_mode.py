@@ -109,6 +109,13 @@ class NumericsMode(TorchDispatchMode):
         rerun = self.emulate or func._schema.name.split("::")[-1] in int_via_fp32.OPS or float64.involved(
             [t for t in tensors if recompute.is_plain_neuron(t)], kwargs)
         snapshot = recompute.snapshot_mutated(func, args, kwargs) if rerun else None
+        if self.int64_on and int64.big_scalar(args, kwargs) is not None and any(
+                t.dtype in int64.DTYPES for t in tensors if recompute.is_plain_neuron(t)):
+            # A Python int beyond 32 bits with int64 operands (`t + 2**40`): Trainium downcasts it too.
+            if self.emulate:
+                args, kwargs = int64.wrap_scalars(args, kwargs)
+            else:
+                report.record("int64", func._schema.name, float(int64.big_scalar(args, kwargs)), "Python int scalar")
         out = func(*args, **kwargs)
         return self._after(func, args, kwargs, out, tensors, snapshot)
 

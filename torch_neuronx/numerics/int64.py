@@ -57,3 +57,23 @@ def wrap_(t: torch.Tensor) -> None:
         t.copy_(t.to(torch.int32))  # the CPU conversion keeps the low 32 bits
     else:
         t.copy_(torch.remainder(t.to(torch.float64), 2.0**32).to(torch.uint64))  # uint64: modulo 2^32
+
+
+def _big_int(v) -> bool:
+    return type(v) is int and not INT32_MIN <= v <= INT32_MAX
+
+
+def big_scalar(args, kwargs):
+    """The first Python int argument outside the 32-bit range (e.g. `t + 2**40`), or None:
+    Trainium downcasts it with the op's int64 operands."""
+    for v in (*args, *kwargs.values()):
+        if _big_int(v):
+            return v
+    return None
+
+
+def wrap_scalars(args, kwargs):
+    """(args, kwargs) with Python ints outside the 32-bit range wrapped as int32 wraps them."""
+    def wrap(v):
+        return ((v + 2**31) % 2**32) - 2**31 if _big_int(v) else v
+    return tuple(wrap(a) for a in args), {k: wrap(v) for k, v in kwargs.items()}

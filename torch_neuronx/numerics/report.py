@@ -17,7 +17,7 @@ _exposure: dict[tuple, int] = {}  # (kind, op) -> ops that used the dtype path, 
 _PACKAGE_DIRS = tuple(
     os.path.dirname(os.path.abspath(p)) + os.sep
     for p in (__import__("torch").__file__, os.path.dirname(__file__) + "/..")
-)
+) + (os.path.abspath(__import__("typing_extensions").__file__),)  # @deprecated wrappers (all_reduce_coalesced)
 
 # What the user can do about each difference (trainium-facts.md A).
 ADVICE = {

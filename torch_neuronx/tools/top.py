@@ -105,9 +105,11 @@ def _memory_details(shown: list[ProcessRate]) -> Panel:
     for p in shown:
         node = tree.add(f"pid {p.entry.pid}  {p.entry.command[:60]}  host {_bytes(host.process_rss(p.entry.pid))}")
         for c in p.cores:
+            # Estimated TFLOPS: FLOPs the cost model counted (torch_neuronx.estimate() on in that process).
+            flops = f"  est. {c.flops / 1e12:.4f} TFLOPS" if c.flops else ""
             node.add(f"NC{c.core} (neuron:{c.local})  tensors {_bytes(c.allocated)}  peak "
                      f"{_bytes(c.allocated_peak)}  reserved {_bytes(c.reserved)}  ops/s {c.ops / c.period:.0f}  "
-                     f"graphs {c.graphs}")
+                     f"graphs/s {c.graphs / c.period:.0f}{flops}")
     return Panel(tree, title="Memory Usage Details", title_align="left")
 
 
