@@ -1,0 +1,90 @@
+"""Merge the per-rank dry-run reports into one report of the whole job.
+
+JSON keys (schema of `python -m torch_neuronx.plan run --nproc-per-node N --json OUT.json`):
+    world_size, nnodes, nproc_per_node, instance, lnc
+    ranks_run                 the ranks that were started
+    represented_by            list per rank: the started rank whose report stands in for it (roles.py)
+    peak_hbm_bytes_per_core   list per rank (each rank's own core, neuron:LOCAL_RANK)
+    hbm_capacity_bytes_per_core, fits (every rank's peak within its core's HBM), headroom_bytes
+    step_time_s               the slowest rank's estimated step time (ranks wait for each other at
+                              their collectives, so the job goes at the slowest rank's pace)
+    slowest_rank              that rank
+    estimated_time_s          the slowest rank's estimated time for the whole script
+    collectives               the slowest rank's collectives by kind: {count, bytes, seconds, groups}
+    collectives_by_rank       {rank: collectives by kind} for every started rank
+    ranks                     the started ranks' own reports (report.py), by rank
+"""
+from __future__ import annotations
+
+from . import roles
+
+
+def merge(reports: dict[int, dict], *, world_size: int, nnodes: int, nproc_per_node: int) -> dict:
+    run = sorted(reports)
+    rep = [roles.representative(r, run) for r in range(world_size)]
+    peaks = [reports[rep[r]]["peak_hbm_bytes_per_core"] for r in range(world_size)]
+    slowest = max(run, key=lambda r: (reports[r]["step_time_s"], -r))
+    first = reports[run[0]]
+    capacity = first.get("hbm_capacity_bytes_per_core")
+    fits = None if capacity is None else all(p <= capacity for p in peaks)
+    return {
+        "world_size": world_size,
+        "nnodes": nnodes,
+        "nproc_per_node": nproc_per_node,
+        "instance": first.get("instance"),
+        "lnc": first.get("lnc"),
+        "ranks_run": run,
+        "represented_by": rep,
+        "peak_hbm_bytes_per_core": peaks,
+        "hbm_capacity_bytes_per_core": capacity,
+        "fits": fits,
+        "headroom_bytes": None if capacity is None else capacity - max(peaks),
+        "step_time_s": reports[slowest]["step_time_s"],
+        "slowest_rank": slowest,
+        "estimated_time_s": reports[slowest]["estimated_time_s"],
+        "collectives": reports[slowest]["collectives"],
+        "collectives_by_rank": {str(r): reports[r]["collectives"] for r in run},
+        "ranks": {str(r): reports[r] for r in run},
+    }
+
+
+def _size(n) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _time(s: float) -> str:
+    return f"{s * 1e3:.3f} ms" if s < 1 else f"{s:.3f} s"
+
+
+def markdown(merged: dict) -> str:
+    """The printed summary: layout, memory per rank role, step time, collectives by kind."""
+    m = merged
+    lines = [f"## Dry run: {m['world_size']} ranks ({m['nnodes']} node(s) x {m['nproc_per_node']}) "
+             f"on {m['instance']} LNC={m['lnc']}",
+             f"ranks run: {', '.join(map(str, m['ranks_run']))} (others take the report of the rank "
+             f"shown under 'as')", "",
+             "| rank | as | peak HBM / core | capacity | step time | collectives |",
+             "|---:|---:|---:|---:|---:|---:|"]
+    shown = sorted(set(m["ranks_run"]) | {0, m["world_size"] - 1})
+    for r in shown:
+        src = m["represented_by"][r]
+        rr = m["ranks"][str(src)]
+        lines.append(f"| {r} | {src} | {_size(m['peak_hbm_bytes_per_core'][r])} | "
+                     f"{_size(m['hbm_capacity_bytes_per_core'])} | {_time(rr['step_time_s'])} | "
+                     f"{rr['collective_count']} |")
+    fits = {True: "yes", False: "NO", None: "unknown"}[m["fits"]]
+    lines += ["", f"fits: {fits}; headroom {_size(m['headroom_bytes'])} on the fullest core",
+              f"step time (slowest rank, {m['slowest_rank']}): {_time(m['step_time_s'])}", ""]
+    if m["collectives"]:
+        lines += [f"collectives of rank {m['slowest_rank']} (whole run):", "",
+                  "| kind | count | bytes | estimated time | groups |", "|---|---:|---:|---:|---|"]
+        for kind, c in sorted(m["collectives"].items()):
+            groups = "; ".join(f"[{g}] x{n}" for g, n in sorted(c["groups"].items()))
+            lines.append(f"| {kind} | {c['count']} | {_size(c['bytes'])} | {_time(c['seconds'])} | {groups} |")
+    return "\n".join(lines)
