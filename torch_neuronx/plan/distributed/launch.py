@@ -31,17 +31,20 @@ class LaunchError(RuntimeError):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--nproc-per-node", type=int, default=1,
-                        help="ranks per node, as torchrun's --nproc-per-node (default 1)")
-    parser.add_argument("--nnodes", type=int, default=1, help="nodes (instances), as torchrun's --nnodes")
-    parser.add_argument("--instance", default=None,
-                        help="instance type of every node, e.g. trn2.48xlarge (default "
-                             "TORCH_NEURONX_INSTANCE_TYPE, else the smallest with enough cores)")
-    parser.add_argument("--all-ranks", action="store_true", help="run every rank, not one per role")
-    parser.add_argument("--ranks", default=None, help="the ranks to run, e.g. 0,5,31 or 0-3")
+    """The layout flags of `plan run` (the dry-run core's run.py adds them to its own)."""
+    parser.add_argument("--nproc-per-node", type=int, default=None,
+                        help="ranks per node, as torchrun's --nproc-per-node: plan a distributed job")
+    parser.add_argument("--nnodes", type=int, default=None, help="nodes (instances), as torchrun's --nnodes")
+    parser.add_argument("--all-ranks", action="store_true", help="run every rank, not one per rank role")
+    parser.add_argument("--ranks", default=None, help="the ranks to run, e.g. 0,5,31 or 0-3 (default: 0 and the last)")
     parser.add_argument("--parallel", type=int, default=max(1, min(2, os.cpu_count() or 1)),
-                        help="rank processes at a time (default: 2, or 1 on one core)")
-    parser.add_argument("--json", default=None, help="write the merged report here")
+                        help="rank processes at a time (default 2, or 1 on one core)")
+
+
+def requested(args: argparse.Namespace) -> bool:
+    """Did the user ask for a distributed plan (any layout flag)?"""
+    return (args.nproc_per_node is not None or args.nnodes is not None or args.all_ranks
+            or args.ranks is not None)
 
 
 def _cores(instance: str, lnc: int | None) -> int:
@@ -52,7 +55,7 @@ def _cores(instance: str, lnc: int | None) -> int:
     return chip.physical_cores // (lnc or chip.default_lnc) * spec.chips
 
 
-def pick_instance(nproc_per_node: int, instance: str | None) -> str:
+def pick_instance(nproc_per_node: int, instance: str | None, lnc: int | None = None) -> str:
     """The instance type of each node: the one asked for (checked), else the default if it has
     enough logical cores, else the smallest of the default's chip that does."""
     import neuron_hardware
@@ -60,7 +63,7 @@ def pick_instance(nproc_per_node: int, instance: str | None) -> str:
     from ...runtime import env
 
     known = neuron_hardware.INSTANCES
-    lnc = env.parse_int(env.LOGICAL_NC_CONFIG, minimum=1)
+    lnc = lnc or env.parse_int(env.LOGICAL_NC_CONFIG, minimum=1)
     asked = instance or env.get(env.INSTANCE_TYPE)
     if asked is not None:
         if asked not in known:
@@ -125,16 +128,16 @@ def rank_environment(rank: int, nproc_per_node: int, nnodes: int, instance: str,
 
 
 class _Rank:
-    """One rank's process; its output goes to a log file (rank 0's is also echoed)."""
+    """One rank's dry-run process (the dry-run core's child, plan/_exec.py); its output goes to a
+    log file, rank 0's is also echoed."""
 
     def __init__(self, rank: int, argv: list[str], env: dict, workdir: str, echo: bool) -> None:
         self.rank = rank
-        self.report_path = os.path.join(workdir, f"rank{rank}.json")
+        self.report_path = env["TORCH_NEURONX_DRY_RUN_REPORT"]
         self.log_path = os.path.join(workdir, f"rank{rank}.log")
-        cmd = [sys.executable, "-m", "torch_neuronx.plan.distributed.rank_run", "--json", self.report_path,
-               "--", *argv]
         self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.proc = subprocess.Popen([sys.executable, "-m", "torch_neuronx.plan._exec", *argv], env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self._pump = threading.Thread(target=self._copy, args=(echo,), daemon=True)
         self._pump.start()
 
@@ -156,9 +159,19 @@ class _Rank:
             return "".join(f.readlines()[-LOG_TAIL_LINES:])
 
 
+def _trace_path(trace: str | None, rank: int) -> str | None:
+    if not trace:
+        return None
+    stem, ext = os.path.splitext(trace)
+    return f"{stem}.rank{rank}{ext or '.json'}"
+
+
 def run_ranks(argv: list[str], ranks: list[int], *, nproc_per_node: int, nnodes: int, instance: str,
-              parallel: int = 1, echo_rank: int | None = 0) -> dict[int, dict]:
+              lnc: int | None = None, trace: str | None = None, parallel: int = 1,
+              echo_rank: int | None = 0) -> dict[int, dict]:
     """Start `ranks` (at most `parallel` at a time); return their reports by rank."""
+    from ..run import child_env   # the dry-run core's child environment (report path, instance, LNC)
+
     if parallel < 1:
         raise LaunchError(f"--parallel {parallel}: must be at least 1")
     reports: dict[int, dict] = {}
@@ -168,7 +181,8 @@ def run_ranks(argv: list[str], ranks: list[int], *, nproc_per_node: int, nnodes:
         while pending or running:
             while pending and len(running) < parallel and not failures:
                 r = pending.pop(0)
-                env = rank_environment(r, nproc_per_node, nnodes, instance)
+                env = child_env(instance, lnc, os.path.join(workdir, f"rank{r}.json"), _trace_path(trace, r),
+                                rank_environment(r, nproc_per_node, nnodes, instance))
                 running.append(_Rank(r, argv, env, workdir, echo=(r == echo_rank)))
             if failures:
                 pending.clear()
@@ -179,7 +193,7 @@ def run_ranks(argv: list[str], ranks: list[int], *, nproc_per_node: int, nnodes:
             for p in done:
                 running.remove(p)
                 code = p.finish()
-                if code == 0 and os.path.exists(p.report_path):
+                if os.path.exists(p.report_path) and code == 0:
                     with open(p.report_path) as f:
                         reports[p.rank] = json.load(f)
                 else:
@@ -189,43 +203,43 @@ def run_ranks(argv: list[str], ranks: list[int], *, nproc_per_node: int, nnodes:
     return reports
 
 
-def run(ns: argparse.Namespace, argv: list[str]) -> dict:
+def run(args: argparse.Namespace, argv: list[str]) -> dict:
     """Validate the layout, run the rank roles, merge: the merged report (also written to --json)."""
     if not argv:
         raise LaunchError("give the script to plan after --, e.g. "
                           "python -m torch_neuronx.plan run --nproc-per-node 4 -- train.py")
-    world = check_layout(ns.nproc_per_node, ns.nnodes)
-    instance = pick_instance(ns.nproc_per_node, ns.instance)
+    nproc, nnodes = _or(args.nproc_per_node, 1), _or(args.nnodes, 1)
+    world = check_layout(nproc, nnodes)
+    instance = pick_instance(nproc, getattr(args, "instance", None), getattr(args, "lnc", None))
     try:
-        ranks = roles.choose_ranks(world, all_ranks=ns.all_ranks, ranks=ns.ranks)
+        ranks = roles.choose_ranks(world, all_ranks=args.all_ranks, ranks=args.ranks)
     except ValueError as err:
         raise LaunchError(str(err)) from None
-    reports = run_ranks(argv, ranks, nproc_per_node=ns.nproc_per_node, nnodes=ns.nnodes, instance=instance,
-                        parallel=ns.parallel)
-    merged = merge.merge(reports, world_size=world, nnodes=ns.nnodes, nproc_per_node=ns.nproc_per_node)
-    if ns.json:
-        with open(ns.json, "w") as f:
+    reports = run_ranks(argv, ranks, nproc_per_node=nproc, nnodes=nnodes, instance=instance,
+                        lnc=getattr(args, "lnc", None), trace=getattr(args, "trace", None),
+                        parallel=args.parallel)
+    merged = merge.merge(reports, world_size=world, nnodes=nnodes, nproc_per_node=nproc)
+    out = getattr(args, "json_out", None)
+    if out:
+        with open(out, "w") as f:
             json.dump(merged, f, indent=1)
     return merged
 
 
-def split_argv(args: list[str]) -> tuple[list[str], list[str]]:
-    """(launcher flags, script argv) around the first `--` (or the first non-flag, as torchrun)."""
-    if "--" in args:
-        i = args.index("--")
-        return args[:i], args[i + 1:]
-    return args, []
+def _or(value, default):
+    return default if value is None else value
 
 
-def main(args: list[str] | None = None, prog: str = "python -m torch_neuronx.plan run") -> int:
-    own, script = split_argv(list(sys.argv[1:] if args is None else args))
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[1])
-    add_arguments(parser)
-    ns = parser.parse_args(own)
+def main(args: argparse.Namespace, argv: list[str]) -> int:
+    """`plan run` with layout flags: the merged markdown, then rank 0's own report."""
+    from ..report import markdown as rank_markdown
+
     try:
-        merged = run(ns, script)
+        merged = run(args, argv)
     except LaunchError as err:
-        print(f"{prog}: {err}", file=sys.stderr)
-        return 2 if "exited with code" not in str(err) else 1
+        print(f"plan run: {err}", file=sys.stderr)
+        return 1 if "exited with code" in str(err) else 2
     print(merge.markdown(merged))
+    print()
+    print(rank_markdown(merged["ranks"][str(merged["ranks_run"][0])]))
     return 0

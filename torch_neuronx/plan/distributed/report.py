@@ -1,22 +1,37 @@
-"""One rank's dry-run report (a plain dict, JSON-ready), built after its script has finished.
+"""The "distributed" section of a rank's dry-run report (plan/report.py adds it to every report).
 
-Keys: rank, local_rank, node, world_size, local_world_size, instance, lnc,
-peak_hbm_bytes_per_core (this rank's own core, neuron:LOCAL_RANK), peak_hbm_bytes_by_core (every
-core it touched), hbm_capacity_bytes_per_core, collectives ({kind: {count, bytes, seconds,
-groups: {"0,1": count}}}), collective_count, estimated_time_s (the rank's estimated device time,
-all of the script), steps (optimizer steps seen), step_times_s, step_time_s (mean of the steps
-after the first, which also pays for setup; the only step if there is one; else the whole run),
-exit_code, error.
+Keys: rank, local_rank, node, world_size, local_world_size (torchrun's environment; rank 0 of 1
+without it), collectives ({kind: {count, bytes, seconds, groups: {"0,1": count}}}: seconds are each
+call's whole estimate, launch included; groups the global ranks of the groups that ran them),
+collective_count, step_ends_s (the rank's estimated device time at the end of each optimizer
+step), step_times_s, step_time_s (the mean of the steps after the first, which also pays for
+setup; the only step if there is one; None without optimizer steps).
 """
 from __future__ import annotations
 
 import os
 
-import torch
+_step_ends: list[float] = []
+_hook: list = []
+
+
+def watch_steps() -> None:
+    """Record the estimated device time at each optimizer step of this process (once per process)."""
+    if _hook:
+        return
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    from ...estimate import state
+
+    def on_step(*_args) -> None:
+        est = state.active
+        if est is not None:
+            _step_ends.append(est.total_s)
+
+    _hook.append(register_optimizer_step_post_hook(on_step))
 
 
 def collectives_by_kind(events) -> dict:
-    """{kind: {count, bytes, seconds, groups}} over the collective events of an estimate."""
     out: dict = {}
     for e in events:
         if e.kind != "collective":
@@ -36,55 +51,26 @@ def step_times(step_ends: list[float]) -> list[float]:
     return [b - a for a, b in zip([0.0] + step_ends[:-1], step_ends)]
 
 
-def step_time(step_ends: list[float], total_s: float) -> float:
+def steady_step_time(step_ends: list[float]) -> float | None:
     times = step_times(step_ends)
     if len(times) >= 2:
         return sum(times[1:]) / len(times[1:])
-    return times[0] if times else total_s
+    return times[0] if times else None
 
 
-def _peaks() -> dict[int, int]:
-    if not (hasattr(torch, "neuron") and torch.neuron.is_initialized()):
-        return {}
-    peaks = {}
-    for index in range(torch.neuron.device_count()):
-        peak = torch.neuron.max_memory_allocated(index)
-        if peak:
-            peaks[index] = int(peak)
-    return peaks
-
-
-def _capacity(index: int) -> int | None:
-    try:
-        return int(torch.neuron.get_device_properties(index).total_memory)
-    except Exception:  # noqa: BLE001 - the capacity is a label; the device may not have started
-        return None
-
-
-def rank_report(est, step_ends: list[float], exit_code: int, error: str | None) -> dict:
+def section(est) -> dict:
     env = os.environ
-    rank = int(env.get("RANK", 0))
-    local_rank = int(env.get("LOCAL_RANK", 0))
-    peaks = _peaks()
-    hw = est.hardware
     collectives = collectives_by_kind(est.events)
+    ends = list(_step_ends)
     return {
-        "rank": rank,
-        "local_rank": local_rank,
-        "node": int(env.get("GROUP_RANK", 0)),
-        "world_size": int(env.get("WORLD_SIZE", 1)),
-        "local_world_size": int(env.get("LOCAL_WORLD_SIZE", 1)),
-        "instance": hw.instance.name,
-        "lnc": hw.lnc,
-        "peak_hbm_bytes_per_core": peaks.get(local_rank, 0),
-        "peak_hbm_bytes_by_core": {str(k): v for k, v in peaks.items()},
-        "hbm_capacity_bytes_per_core": _capacity(local_rank) if peaks else None,
+        "rank": int(env.get("RANK", 0) or 0),
+        "local_rank": int(env.get("LOCAL_RANK", 0) or 0),
+        "node": int(env.get("GROUP_RANK", 0) or 0),
+        "world_size": int(env.get("WORLD_SIZE", 1) or 1),
+        "local_world_size": int(env.get("LOCAL_WORLD_SIZE", 1) or 1),
         "collectives": collectives,
         "collective_count": sum(c["count"] for c in collectives.values()),
-        "estimated_time_s": est.total_s,
-        "steps": len(step_ends),
-        "step_times_s": step_times(step_ends),
-        "step_time_s": step_time(step_ends, est.total_s),
-        "exit_code": exit_code,
-        "error": error,
+        "step_ends_s": ends,
+        "step_times_s": step_times(ends),
+        "step_time_s": steady_step_time(ends),
     }
