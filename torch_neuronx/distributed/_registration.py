@@ -14,9 +14,19 @@ BACKEND_NAME = "neuron"
 
 
 def _create_process_group(store, rank: int, size: int, timeout: timedelta):
+    if _dry_run():  # one process per rank role, no peers: the fake group of the full world size
+        from ..plan.distributed import create_process_group
+
+        return create_process_group(store, rank, size, timeout)
     from .process_group import ProcessGroupNeuron
 
     return ProcessGroupNeuron(store, rank, size, timeout)
+
+
+def _dry_run() -> bool:
+    from ..plan.distributed.switch import dry_run
+
+    return dry_run()
 
 
 def register_backend() -> bool:
@@ -28,6 +38,10 @@ def register_backend() -> bool:
     from . import _monitored_barrier
 
     _monitored_barrier.install()  # torch's monitored_barrier names gloo alone; neuron groups run it too
+    if _dry_run():
+        from ..plan.distributed import install as _install_dry_run
+
+        _install_dry_run()  # init_process_group rendezvouses with no peer (plan/distributed/rendezvous.py)
     if BACKEND_NAME.upper() in dist.Backend._plugins:
         return True
     # "cpu" is listed so that a group created with backend="neuron" alone (as

@@ -168,8 +168,30 @@ def _record(est, group, kind, measure, args, kwargs) -> None:
     if t is not None and t.device.type == "cpu":
         return
     c = collective_estimate(kind, nbytes, group.size(), hardware=est.hardware,
-                            name=f"c10d.{kind}")
+                            ranks=_group_ranks(group), name=f"c10d.{kind}")
     est.record_collective(c, (t.device.index or 0) if t is not None else 0)
+
+
+def _group_ranks(group):
+    """Global ranks of the group this backend object serves (placement depends on them: a TP group
+    of ranks 0-1 sits on one chip, an FSDP group of ranks 0, 4, 8... spans chips); None if unknown."""
+    cached = getattr(group, "_estimate_group_ranks", False)
+    if cached is not False:
+        return cached
+    ranks = None
+    try:
+        import torch.distributed as dist
+
+        name = group.getGroupName()
+        for pg, pg_name in dist.distributed_c10d._world.pg_names.items():
+            if pg_name == name:
+                ranks = dist.get_process_group_ranks(pg)
+                break
+    except Exception:  # noqa: BLE001 - a label for the estimate, never a failure of the collective
+        ranks = None
+    if ranks is not None:
+        group._estimate_group_ranks = ranks
+    return ranks
 
 
 def observe_process_group(cls) -> None:

@@ -1,0 +1,31 @@
+"""Many ranks on one machine: the distributed half of the dry run.
+
+In a dry run (`TORCH_NEURONX_DRY_RUN=1`) `init_process_group(backend="neuron")` rendezvouses with
+no peer (rendezvous.py) and builds a DryRunProcessGroup of the full world size (fake_group.py):
+collectives complete at once, move no data, and are recorded with their bytes, group ranks and
+estimated Trainium time by the estimate layer's process-group hook. DeviceMesh, DTensor, FSDP2
+and transformers' DistributedConfig run on top unchanged.
+
+`python -m torch_neuronx.plan run --nproc-per-node N [--nnodes M] [--all-ranks] -- script.py`
+(launch.py) starts one process per rank role with the environment torchrun would give it and
+merges their reports (merge.py). See docs/plan-distributed.md.
+"""
+from __future__ import annotations
+
+from .switch import DRY_RUN, dry_run
+
+__all__ = ["DRY_RUN", "dry_run", "install", "create_process_group"]
+
+
+def install() -> None:
+    """Called at registration of the "neuron" backend when the dry run is on: peer-free rendezvous."""
+    from . import rendezvous
+
+    rendezvous.install()
+
+
+def create_process_group(store, rank: int, size: int, timeout):
+    """The "neuron" backend's group in a dry run (the factory asks here first)."""
+    from .fake_group import DryRunProcessGroup
+
+    return DryRunProcessGroup(rank, size, timeout)
