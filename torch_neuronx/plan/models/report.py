@@ -8,7 +8,7 @@ def base_report(layout, config, model, region, dtype, dry_run: bool) -> dict:
     from .build import local_bytes
 
     peak = region.peak_bytes()
-    capacity = layout.hbm_bytes_per_core
+    capacity = region.capacity
     fits = region.oom is None and peak <= capacity
     params = local_bytes(model.parameters()) if model is not None else None
     return {
@@ -26,6 +26,7 @@ def base_report(layout, config, model, region, dtype, dry_run: bool) -> dict:
         "oom": region.oom,
         "memory_breakdown_bytes_per_core": {"parameters": params},
         "time_breakdown_s": region.by_category(),
+        "collectives": region.collectives(),
         "unmodelled_ops": sorted(region.est.unmodelled),
     }
 
@@ -44,7 +45,12 @@ def write_json(report: dict, path: str | None) -> None:
 
 
 def _gib(n) -> str:
-    return "-" if n is None else f"{n / (1 << 30):.2f} GiB"
+    if n is None:
+        return "-"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} B"
 
 
 def markdown(report: dict, title: str, rows: list[tuple[str, str]]) -> str:

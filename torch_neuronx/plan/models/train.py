@@ -74,6 +74,7 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
                 "mfu": flops / (step_s * hw.peak_flops_bf16) if step_s else None,
                 "flops_per_core": flops,
                 "time_breakdown_s": region.by_category(s, e),
+                "collectives": region.collectives(s, e),
             })
         del model, optimizer
     return report

@@ -1,0 +1,168 @@
+"""Command lines of the model-level plans: `generate`, `train` and `sweep`.
+
+    python -m torch_neuronx.plan generate --config CONFIG.json --instance trn2.48xlarge --tp 64 ...
+    python -m torch_neuronx.plan train --config CONFIG.json --instance trn1.32xlarge --nodes 32 --tp 32 ...
+    python -m torch_neuronx.plan sweep --config CONFIG.json --instances trn2.48xlarge,trn3.48xlarge ...
+
+Each runs in its own process: the instance type, LNC and the dry run are set in the environment
+before the neuron runtime starts, so the allocator has the instance's HBM per core.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from .layout import LayoutError, make_layout
+
+DTYPES = ("bfloat16", "float16", "float32")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", required=True, help="a transformers config.json (or its folder)")
+    p.add_argument("--instance", default="trn2.48xlarge", help="instance type, e.g. trn2.48xlarge")
+    p.add_argument("--lnc", type=int, default=None, help="logical NeuronCore size 1 or 2 (default: the chip's)")
+    p.add_argument("--nodes", type=int, default=1, help="instances")
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
+    p.add_argument("--dtype", choices=DTYPES, default="bfloat16")
+    p.add_argument("--json", help="write the report here")
+    p.add_argument("--real", action="store_true",
+                   help="run for real instead of a dry run: every byte is allocated on this host (tiny configs)")
+
+
+def generate_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m torch_neuronx.plan generate",
+                                description="Plan a generate() of a Hugging Face model from its config.")
+    _common(p)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--input-tokens", type=int, default=128)
+    p.add_argument("--output-tokens", type=int, default=16)
+    p.add_argument("--prefill-chunk-size", type=int, default=None)
+    p.add_argument("--compile", action="store_true", help="compile the decode step (backend neuron)")
+    return p
+
+
+def train_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m torch_neuronx.plan train",
+                                description="Plan a training step (AdamW) of a Hugging Face model from its config.")
+    _common(p)
+    p.add_argument("--pp", type=int, default=1, help="pipeline stages (only 1 is planned)")
+    p.add_argument("--fsdp", type=int, default=1, help="FSDP shards, as DistributedConfig(fsdp_size)")
+    p.add_argument("--dp", type=int, default=None, help="data-parallel replicas (default: the cores left)")
+    p.add_argument("--zero1", action="store_true", help="shard optimizer state over the DP replicas")
+    p.add_argument("--micro-batch", type=int, default=1)
+    p.add_argument("--global-batch", type=int, default=None, help="default: micro-batch x FSDP x DP")
+    p.add_argument("--seq-len", type=int, default=2048)
+    p.add_argument("--gradient-checkpointing", action="store_true")
+    return p
+
+
+def _set_environment(args) -> None:
+    """Before torch_neuronx starts its runtime: the instance, LNC and dry run of this plan."""
+    from ..distributed.switch import DRY_RUN
+
+    os.environ["TORCH_NEURONX_INSTANCE_TYPE"] = args.instance
+    if args.lnc is not None:
+        os.environ["NEURON_LOGICAL_NC_CONFIG"] = str(args.lnc)
+    else:
+        os.environ.pop("NEURON_LOGICAL_NC_CONFIG", None)
+    if args.real:
+        os.environ.pop(DRY_RUN, None)
+    else:
+        os.environ[DRY_RUN] = "1"
+
+
+def dry_run_core():
+    """The dry-run core (phantom device memory), or None in a build without it."""
+    try:
+        from .. import dry_run  # torch_neuronx.plan.dry_run (branch p1-dryrun)
+    except ImportError:
+        return None
+    return dry_run
+
+
+def _prepare(args, parser):
+    """Layout, config and environment, or exit 2 with the reason."""
+    from .config import ConfigError, load_config
+
+    try:
+        layout = make_layout(args.instance, args.lnc, args.nodes, args.tp, getattr(args, "fsdp", 1),
+                             getattr(args, "dp", None), getattr(args, "pp", 1))
+        config = load_config(args.config)
+    except (LayoutError, ConfigError) as err:
+        parser.exit(2, f"{parser.prog}: error: {err}\n")
+    if not args.real and dry_run_core() is None:
+        parser.exit(2, f"{parser.prog}: error: this build has no dry-run core (torch_neuronx.plan.dry_run), so a "
+                       f"plan would allocate every byte on this host; pass --real to plan a small config for real\n")
+    _set_environment(args)
+    return layout, config
+
+
+def _finish(report: dict, args, title: str, rows) -> int:
+    from .report import markdown, write_json
+
+    write_json(report, args.json)
+    print(markdown(report, title, rows))
+    return 0 if report["fits"] else 1
+
+
+def _fmt(v, unit="", scale=1.0, digits=4):
+    return "-" if v is None else f"{v * scale:.{digits}g}{unit}"
+
+
+def generate_main(argv=None) -> int:
+    parser = generate_parser()
+    args = parser.parse_args(argv)
+    layout, config = _prepare(args, parser)
+    import torch
+
+    from .generate import plan_generate
+
+    try:
+        report = plan_generate(config, layout, batch=args.batch, input_tokens=args.input_tokens,
+                               output_tokens=args.output_tokens, dtype=getattr(torch, args.dtype),
+                               prefill_chunk_size=args.prefill_chunk_size, compile=args.compile,
+                               dry_run=not args.real)
+    except (LayoutError, ValueError) as err:
+        parser.exit(2, f"{parser.prog}: error: {err}\n")
+    rows = [("TTFT", _fmt(report["ttft_ms"], " ms")), ("per output token", _fmt(report["tpot_ms"], " ms")),
+            ("output tokens/s (one TP group)", _fmt(report["output_tokens_per_s"])),
+            (f"output tokens/s ({report['replicas']} replicas)", _fmt(report["output_tokens_per_s_all_replicas"]))]
+    return _finish(report, args, "generate", rows)
+
+
+def train_main(argv=None) -> int:
+    parser = train_parser()
+    args = parser.parse_args(argv)
+    if args.zero1:
+        parser.exit(2, f"{parser.prog}: error: --zero1 is not planned yet; use --fsdp N (FSDP2 shards the "
+                       f"optimizer state, gradients and parameters over N ranks)\n")
+    layout, config = _prepare(args, parser)
+    import torch
+
+    from .train import plan_train
+
+    try:
+        report = plan_train(config, layout, micro_batch=args.micro_batch, global_batch=args.global_batch,
+                            seq_len=args.seq_len, dtype=getattr(torch, args.dtype),
+                            gradient_checkpointing=args.gradient_checkpointing, dry_run=not args.real)
+    except (LayoutError, ValueError) as err:
+        parser.exit(2, f"{parser.prog}: error: {err}\n")
+    rows = [("step time", _fmt(report["step_time_s"], " s")), ("tokens/s", _fmt(report["tokens_per_s"])),
+            ("sequences/s", _fmt(report["sequences_per_s"])), ("MFU", _fmt(report["mfu"], "%", 100, 3)),
+            ("gradient accumulation", str(report["grad_accum_steps"]))]
+    return _finish(report, args, "train", rows)
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = {"generate": generate_main, "train": train_main, "sweep": None}
+    if not argv or argv[0] not in commands:
+        print(f"usage: python -m torch_neuronx.plan.models {{{','.join(commands)}}} ...", file=sys.stderr)
+        return 2
+    if argv[0] == "sweep":
+        from .sweep import sweep_main
+
+        return sweep_main(argv[1:])
+    return commands[argv[0]](argv[1:])
