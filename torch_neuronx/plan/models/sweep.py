@@ -44,6 +44,8 @@ def sweep_parser() -> argparse.ArgumentParser:
     p.add_argument("--gradient-checkpointing", type=_ints, default=[0], help="0,1: without and with")
     p.add_argument("--dtype", default="bfloat16")
     p.add_argument("--real", action="store_true", help="run each plan for real (tiny configs)")
+    p.add_argument("--in-process", action="store_true",
+                   help="plan every row in this process (cheaper; all rows must share one instance and LNC)")
     p.add_argument("--row-timeout", type=float, default=900.0, help="seconds per layout")
     p.add_argument("--json", help="write the rows here")
     return p
@@ -64,6 +66,22 @@ def layouts(args, config):
             yield settings, None, str(err)
             continue
         yield settings, layout, None
+
+
+def _run_row_here(args, settings, layout, config) -> dict:
+    """The row's plan in this process; the runtime must be (or become) the row's instance and LNC."""
+    import torch
+
+    from .train import plan_train
+
+    os.environ.setdefault("TORCH_NEURONX_INSTANCE_TYPE", layout.instance)
+    os.environ.setdefault("NEURON_LOGICAL_NC_CONFIG", str(layout.lnc))
+    try:
+        return plan_train(config, layout, micro_batch=settings["micro_batch"], global_batch=args.global_batch,
+                          seq_len=settings["seq_len"], dtype=getattr(torch, args.dtype),
+                          gradient_checkpointing=settings["gradient_checkpointing"], dry_run=not args.real)
+    except (RuntimeError, ValueError) as err:
+        return {"error": str(err)}
 
 
 def _run_row(args, settings, layout) -> dict:
@@ -125,13 +143,22 @@ def sweep_main(argv=None) -> int:
         config = load_config(args.config)
     except ConfigError as err:
         parser.exit(2, f"{parser.prog}: error: {err}\n")
+    if not args.real:
+        from .cli import dry_run_core
+
+        if dry_run_core() is None:
+            parser.exit(2, f"{parser.prog}: error: this build has no dry-run core (torch_neuronx.plan.dry_run); "
+                           f"pass --real to plan small configs for real\n")
+        if args.in_process:
+            os.environ.setdefault("TORCH_NEURONX_DRY_RUN", "1")
     rows = []
     for settings, layout, reason in layouts(args, config):
         row = dict(settings)
         if layout is None:
             row["reason"] = reason
         else:
-            result = _run_row(args, settings, layout)
+            result = (_run_row_here(args, settings, layout, config) if args.in_process
+                      else _run_row(args, settings, layout))
             row.update({k: result[k] for k in KEEP if k in result})
         rows.append(row)
         print(f"planned {len(rows)}: {row['instance']} LNC={row['lnc']} TP{row['tp']} FSDP{row['fsdp']} "
