@@ -26,7 +26,11 @@
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
 
+#include <sys/mman.h>
+
 #include <array>
+#include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -142,6 +146,51 @@ struct AdoptedRef {
 };
 void release_adopted(void* ctx) { delete static_cast<AdoptedRef*>(ctx); }
 
+// Dry run (TORCH_NEURONX_DRY_RUN=1, read at the first segment; torch_neuronx.plan sets it
+// before then): every segment keeps its bookkeeping (sizes, statistics, the HBM check and
+// its OutOfMemoryError) but is backed by an anonymous MAP_NORESERVE mapping, so pages
+// nobody writes cost no host memory and read as zeros. Decided once, so a process never
+// mixes real and phantom segments.
+bool phantom_segments() {
+  static const bool on = [] {
+    const char* v = std::getenv("TORCH_NEURONX_DRY_RUN");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+
+std::mutex g_phantom_mutex;
+std::unordered_map<void*, size_t> g_phantom_sizes;  // munmap needs the length
+
+// Host bytes behind a new segment (c10::Error when the host cannot provide them).
+void* segment_memory(size_t bytes) {
+  if (!phantom_segments()) return c10::alloc_cpu(bytes);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  TORCH_CHECK(p != MAP_FAILED, "mmap of a phantom segment of ", bytes, " bytes failed");
+  std::lock_guard<std::mutex> lock(g_phantom_mutex);
+  g_phantom_sizes[p] = bytes;
+  return p;
+}
+
+void release_segment_memory(void* p) {
+  if (phantom_segments()) {
+    size_t bytes = 0;
+    {
+      std::lock_guard<std::mutex> lock(g_phantom_mutex);
+      auto it = g_phantom_sizes.find(p);
+      if (it != g_phantom_sizes.end()) {
+        bytes = it->second;
+        g_phantom_sizes.erase(it);
+      }
+    }
+    if (bytes > 0) {
+      munmap(p, bytes);
+      return;
+    }
+  }
+  c10::free_cpu(p);
+}
+
 // Host memory available, from /proc/meminfo, read at most once a second.
 bool host_under_pressure() {
   static std::atomic<int64_t> last_check_us{0};
@@ -203,7 +252,7 @@ class NeuronAllocator final : public c10::DeviceAllocator {
       live_[block->ptr] = block;
       trace(st, "alloc", block->ptr, block->size, block->context);
     }
-    for (void* p : to_free) c10::free_cpu(p);
+    for (void* p : to_free) release_segment_memory(p);
     return block;
   }
 
@@ -242,7 +291,7 @@ class NeuronAllocator final : public c10::DeviceAllocator {
       trace(st, "segment_alloc", ptr, nbytes, context);
       trace(st, "alloc", ptr, nbytes, context);
     }
-    for (void* p : to_free) c10::free_cpu(p);
+    for (void* p : to_free) release_segment_memory(p);
     return {ptr, block, &free_block, where};
   }
 
@@ -262,7 +311,7 @@ class NeuronAllocator final : public c10::DeviceAllocator {
         if (!state_[d].segments.empty()) release_cached(d, state_[d], to_free);
       }
     }
-    for (void* p : to_free) c10::free_cpu(p);
+    for (void* p : to_free) release_segment_memory(p);
   }
 
   void recordStream(const c10::DataPtr&, c10::Stream) override {}
@@ -484,13 +533,13 @@ class NeuronAllocator final : public c10::DeviceAllocator {
     if (cached_total_ > 0 && host_under_pressure()) release_all_cached(to_free);
     void* ptr = nullptr;
     try {
-      ptr = c10::alloc_cpu(bytes);
+      ptr = segment_memory(bytes);
     } catch (const c10::Error&) {
       release_all_cached(to_free);
-      for (void* p : to_free) c10::free_cpu(p);
+      for (void* p : to_free) release_segment_memory(p);
       to_free.clear();
       try {
-        ptr = c10::alloc_cpu(bytes);
+        ptr = segment_memory(bytes);
       } catch (const c10::Error&) {
         TORCH_CHECK_WITH(OutOfMemoryError, false, "Neuron out of memory: the host could not back ",
                          format_bytes(bytes), " for neuron:", int(device),
@@ -705,7 +754,7 @@ void NeuronAllocator::free_block(void* ctx) {
     std::lock_guard<std::mutex> lock(g_allocator.mutex_);
     g_allocator.release(block, to_free, owner);
   }
-  for (void* p : to_free) c10::free_cpu(p);
+  for (void* p : to_free) release_segment_memory(p);
   // `owner` (an external segment's CPU storage) is released here, unlocked.
 }
 
@@ -718,7 +767,7 @@ bool NeuronAllocator::free_if_block(void* ptr) {
     if (it == g_allocator.live_.end()) return false;
     g_allocator.release(it->second, to_free, owner);
   }
-  for (void* p : to_free) c10::free_cpu(p);
+  for (void* p : to_free) release_segment_memory(p);
   return true;
 }
 
@@ -784,6 +833,7 @@ AllocatorSnapshot allocator_snapshot() { return g_allocator.snapshot(); }
 void set_allocator_cache_limit(int64_t bytes) { g_allocator.set_cache_limit(bytes); }
 void set_allocator_no_caching(bool on) { g_allocator.set_no_caching(on); }
 int64_t allocator_cache_limit() { return g_allocator.cache_limit(); }
+bool allocator_phantom() { return phantom_segments(); }
 int64_t allocator_cached_bytes() { return g_allocator.cached_bytes(); }
 
 }  // namespace torch_neuronx

@@ -137,6 +137,7 @@ void bind_tools(py::module& m) {
   m.def("_allocator_cache_limit", &allocator_cache_limit);
   m.def("_set_allocator_no_caching", &set_allocator_no_caching);
   m.def("_allocator_cached_bytes", &allocator_cached_bytes);
+  m.def("_allocator_phantom", &allocator_phantom);
 }
 
 }  // namespace torch_neuronx

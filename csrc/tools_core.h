@@ -135,5 +135,7 @@ int64_t allocator_cache_limit();
 // outputs adopted from the CPU allocator (the allocator before caching; baseline, debugging).
 void set_allocator_no_caching(bool on);
 int64_t allocator_cached_bytes();  // free bytes in segments, all devices
+// Dry run: segments are phantom (reserve no host memory); latched at the first segment.
+bool allocator_phantom();
 
 }  // namespace torch_neuronx

@@ -7,6 +7,7 @@ installation it leaves an unavailable `torch.neuron` and warns why.
 from __future__ import annotations
 
 import atexit
+import os
 import sys
 import types
 import warnings
@@ -72,6 +73,10 @@ def _register_device() -> None:
     from .numerics import install as _install_numerics
 
     _install_numerics()  # TORCH_NEURONX_NUMERICS: host installs nothing; check/trainium a dispatch mode
+    if os.environ.get("TORCH_NEURONX_DRY_RUN"):  # imports the planner only when asked for
+        from .plan import install as _install_dry_run
+
+        _install_dry_run()  # TORCH_NEURONX_DRY_RUN=1: phantom memory, shape-only ops (docs/plan.md)
 
 
 def _install_unavailable_module() -> None:

@@ -5,6 +5,7 @@ NeuronCore (registration.py) -> a callable running on neuron memory.
 from __future__ import annotations
 
 import os
+import sys
 import time
 import warnings
 
@@ -117,12 +118,20 @@ def _numerics_compile(gm, example_inputs):
         gm, example_inputs)
 
 
+def _dry_run_active() -> bool:
+    session = sys.modules.get("torch_neuronx.plan.session")   # never imports the planner
+    return session is not None and session.active() is not None
+
+
 def _compile_static(gm, example_inputs, opts, fn: str, graph_name: str):
     """Compile one static graph through the caches; returns a callable."""
     from .. import numerics
 
-    if numerics.mode() != "host":
-        key = cache.graph_key(gm, example_inputs, opts.key_fields()) if opts.cache else None
+    dry = _dry_run_active()
+    if numerics.mode() != "host" or dry:
+        # a dry run (torch_neuronx.plan) also runs graphs op by op: its mode computes only shapes
+        fields = opts.key_fields() + (("dry_run",) if dry else ())
+        key = cache.graph_key(gm, example_inputs, fields) if opts.cache else None
         hit = cache.memory_get(key)
         if hit is None:
             hit = _numerics_compile(gm, example_inputs)

@@ -53,6 +53,10 @@ class Assumptions:
     # Fixed start-up of any collective (CC-core programming): nccom-test's 2-rank 1 KiB all-reduce
     # takes 58 us in the old example, 6 us in the newer one (facts C3); we take the newer order.
     collective_launch_s: float = 5e-6
+    # Cost of one host sync (.item(), .cpu(), print of a device value) in a dry run's estimate:
+    # the host waits for the queue to drain, so the next launch's synchronous host overhead is no
+    # longer hidden by asynchronous enqueue: vLLM-Neuron's 437 us per NEFF execution (facts C4).
+    host_sync_s: float = 437e-6
 
 
 DEFAULTS = Assumptions()

@@ -1,0 +1,173 @@
+"""Per logical core: peak HBM of a dry run, what it holds at the peak, and the allocation that failed.
+
+The peak itself is the caching allocator's own statistic (max_memory_allocated / reserved), so it
+is exactly what a real run reports. The breakdown is taken when allocated bytes first come within
+1% of the peak (the last such moment is kept), and sorts the live storages into the categories of
+torch.distributed._tools.mem_tracker (parameters, buffers, gradients, optimizer state) plus the KV
+cache of a Hugging Face `Cache` being generated with; activations are the rest (saved activations,
+temporaries, inputs, allocator rounding). MemTracker itself is not used: it refuses a module
+called twice ("does not support multiple iterative calls"), and a script's loop calls every
+module many times.
+"""
+from __future__ import annotations
+
+import sys
+import weakref
+
+import torch
+
+CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "kv_cache", "other")
+
+
+class _Registry:
+    """Weak references to parameters, buffers and optimizers as modules and optimizers create them."""
+
+    def __init__(self) -> None:
+        self.params: dict[int, weakref.ref] = {}
+        self.buffers: dict[int, weakref.ref] = {}
+        self.optimizers: weakref.WeakSet = weakref.WeakSet()
+        self._handles: list = []
+
+    def install(self) -> None:
+        from torch.nn.modules import module as nn_module
+        from torch.optim import optimizer as _optim
+
+        def on_param(_mod, _name, p):
+            if p is not None:
+                self.params[id(p)] = weakref.ref(p)
+
+        def on_buffer(_mod, _name, b):
+            if b is not None:
+                self.buffers[id(b)] = weakref.ref(b)
+
+        def on_step(opt, _args, _kwargs):
+            self.optimizers.add(opt)
+            for group in opt.param_groups:
+                for p in group["params"]:
+                    self.params.setdefault(id(p), weakref.ref(p))
+
+        self._handles = [nn_module.register_module_parameter_registration_hook(on_param),
+                         nn_module.register_module_buffer_registration_hook(on_buffer),
+                         _optim.register_optimizer_step_pre_hook(on_step)]
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+    def live(self, refs: dict) -> list:
+        out = []
+        for key, ref in list(refs.items()):
+            t = ref()
+            if t is None:
+                del refs[key]
+            else:
+                out.append(t)
+        return out
+
+
+def _kv_caches() -> list:
+    """Hugging Face Cache objects held by frames on the stack (generate(), the model's forward)."""
+    cache_utils = sys.modules.get("transformers.cache_utils")
+    if cache_utils is None or not hasattr(cache_utils, "Cache"):
+        return []
+    found, seen = [], set()
+    frame = sys._getframe(1)
+    while frame is not None:
+        for v in frame.f_locals.values():
+            if isinstance(v, cache_utils.Cache) and id(v) not in seen:
+                seen.add(id(v))
+                found.append(v)
+        frame = frame.f_back
+    return found
+
+
+def _tensors_in(obj, depth: int = 3) -> list:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if depth == 0:
+        return []
+    if isinstance(obj, (list, tuple)):
+        return [t for x in obj for t in _tensors_in(x, depth - 1)]
+    if isinstance(obj, dict):
+        return [t for x in obj.values() for t in _tensors_in(x, depth - 1)]
+    if hasattr(obj, "__dict__") and not isinstance(obj, (type, torch.nn.Module)):
+        return [t for x in vars(obj).values() for t in _tensors_in(x, depth - 1)]
+    return []
+
+
+def _storage_sum(tensors, device: int, seen: set) -> int:
+    total = 0
+    for t in tensors:
+        if not isinstance(t, torch.Tensor) or t.device.type != "neuron" or (t.device.index or 0) != device:
+            continue
+        st = t.untyped_storage()
+        key = st.data_ptr()
+        if key in seen or key == 0:
+            continue
+        seen.add(key)
+        total += st.nbytes()
+    return total
+
+
+class Memory:
+    def __init__(self) -> None:
+        self.registry = _Registry()
+        self.watching = False
+        self._snap_at: dict[int, int] = {}
+        self.breakdown: dict[int, dict] = {}
+        self.oom: dict | None = None
+
+    def start(self) -> None:
+        self.registry.install()
+        for d in range(torch.neuron.device_count()):
+            torch.neuron.reset_peak_memory_stats(d)
+        self.watching = True
+
+    def stop(self) -> None:
+        self.watching = False
+        self.registry.remove()
+
+    def after_op(self) -> None:
+        device = torch.neuron.current_device()
+        now = torch.accelerator.memory_allocated(device)
+        if now * 100 >= self._snap_at.get(device, 0) * 101 and now > 0:
+            self._snap_at[device] = now
+            self.breakdown[device] = self.categorise(device, now)
+
+    def categorise(self, device: int, allocated: int) -> dict:
+        reg = self.registry
+        seen: set = set()
+        params = reg.live(reg.params)
+        out = {"parameters": _storage_sum(params, device, seen)}
+        out["gradients"] = _storage_sum([p.grad for p in params if p.grad is not None], device, seen)
+        opt_state = [t for opt in list(reg.optimizers) for s in opt.state.values() for t in _tensors_in(s, 2)]
+        out["optimizer_state"] = _storage_sum(opt_state, device, seen)
+        out["kv_cache"] = _storage_sum([t for c in _kv_caches() for t in _tensors_in(c)], device, seen)
+        out["other"] = _storage_sum(reg.live(reg.buffers), device, seen)
+        out["activations"] = max(0, allocated - sum(out.values()))
+        out["at_allocated_bytes"] = allocated
+        return {k: out[k] for k in (*CATEGORIES, "at_allocated_bytes")}
+
+    def record_oom(self, err: BaseException, site: str) -> None:
+        if self.oom is None:   # the first failing allocation is the one a real run stops at
+            device = torch.neuron.current_device()
+            self.oom = {"device": device, "site": site, "message": str(err).split("\n")[0]}
+            self.breakdown[device] = self.categorise(device, torch.accelerator.memory_allocated(device))
+
+    def per_core(self) -> list[dict]:
+        from .. import _C
+
+        rows = []
+        for d in range(torch.neuron.device_count()):
+            peak = torch.neuron.max_memory_allocated(d)
+            reserved = torch.neuron.max_memory_reserved(d)
+            if peak == 0 and reserved == 0 and not (self.oom and self.oom["device"] == d):
+                continue
+            capacity = int(_C._hbm_capacity(d))
+            oom = self.oom if self.oom and self.oom["device"] == d else None
+            rows.append({"device": d, "peak_allocated_bytes": peak, "peak_reserved_bytes": reserved,
+                         "capacity_bytes": capacity, "headroom_bytes": capacity - reserved,
+                         "fits": oom is None, "oom": oom,
+                         "breakdown": self.breakdown.get(d, {k: 0 for k in CATEGORIES})})
+        return rows

@@ -1,0 +1,142 @@
+"""The dry-run report: a JSON-able dict (schema in docs/plan.md), its markdown, a Chrome trace."""
+from __future__ import annotations
+
+import json
+
+SCHEMA_VERSION = 1
+
+
+def _time_breakdown(est) -> dict:
+    """Seconds by what bounds them; collectives by kind with their bytes."""
+    out = {"compute_s": 0.0, "memory_s": 0.0, "launch_s": 0.0, "collectives": {}}
+    for e in est.events:
+        out["launch_s"] += e.launch_s
+        if e.kind == "collective":
+            kind = e.category.split(":", 1)[-1]
+            row = out["collectives"].setdefault(kind, {"count": 0, "seconds": 0.0, "bytes": 0})
+            row["count"] += 1
+            row["seconds"] += e.seconds - e.launch_s
+            row["bytes"] += e.bytes
+        elif e.bound == "compute":
+            out["compute_s"] += e.seconds - e.launch_s
+        else:
+            out["memory_s"] += e.seconds - e.launch_s
+    return out
+
+
+def build(run) -> dict:
+    """Everything the report says, from a DryRun (call after or inside its `with`)."""
+    from .. import _C
+
+    est = run.estimate
+    hw = est.hardware
+    cores = run.memory.per_core()
+    breakdown = _time_breakdown(est)
+    n_syncs = run.syncs.total
+    breakdown["host_syncs_s"] = n_syncs * hw.assumptions.host_sync_s
+    total = est.total_s + breakdown["host_syncs_s"]
+    m0, m1 = run._metrics0, run._metrics1
+    graph_names = sorted({e.name for e in est.events if e.kind == "graph"})
+    steps = run.optimizer_steps
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "phantom_memory": bool(_C._allocator_phantom()),
+        "instance": hw.instance.name, "lnc": hw.lnc, "logical_cores_per_instance": hw.logical_cores,
+        "peak_hbm_bytes_per_core": max((c["peak_allocated_bytes"] for c in cores), default=0),
+        "peak_reserved_bytes_per_core": max((c["peak_reserved_bytes"] for c in cores), default=0),
+        "hbm_capacity_bytes_per_core": cores[0]["capacity_bytes"] if cores else int(_C._hbm_capacity(0)),
+        "fits": run.memory.oom is None,
+        "oom": run.memory.oom,
+        "headroom_bytes": min((c["headroom_bytes"] for c in cores), default=None),
+        "cores": cores,
+        "host_syncs": run.syncs.as_list(),
+        "host_sync_count": n_syncs,
+        "estimated_total_s": total,
+        "optimizer_steps": steps,
+        "estimated_step_s": total / steps if steps else None,
+        "time_breakdown": breakdown,
+        "flops": est.flops,
+        "mfu": est.flops / (total * hw.peak_flops_bf16) if total > 0 else 0.0,
+        "ops": sum(run.ops.values()),
+        "ops_by_name": dict(sorted(run.ops.items(), key=lambda kv: -kv[1])),
+        "estimated_events": len(est.events),
+        "compiled": {
+            "distinct_graphs": len(graph_names),
+            "graphs_compiled": m1["graphs_compiled"] - m0["graphs_compiled"],
+            "recompilations": m1["recompilations"] - m0["recompilations"],
+            "recompile_reasons": m1["recompile_reasons"][len(m0["recompile_reasons"]):],
+            "graph_breaks": m1["graph_breaks"] - m0["graph_breaks"],
+            "graph_names": graph_names,
+        },
+        "unmodelled_ops": sorted(est.unmodelled),
+        "planning_wall_s": run.wall_s,
+        "assumptions": {"host_sync_s": hw.assumptions.host_sync_s},
+    }
+
+
+def _gib(n) -> str:
+    return "-" if n is None else f"{n / 2**30:.2f} GiB"
+
+
+def _t(s) -> str:
+    if s is None:
+        return "-"
+    if s >= 1:
+        return f"{s:.3f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3f} ms"
+    return f"{s * 1e6:.1f} us"
+
+
+def markdown(r: dict) -> str:
+    verdict = "fits" if r["fits"] else "does NOT fit"
+    lines = [f"# Dry run on {r['instance']} (LNC={r['lnc']}): {verdict}", ""]
+    lines.append("| core | peak allocated | peak reserved | capacity | headroom | parameters | gradients "
+                 "| optimizer state | activations | KV cache | other |")
+    lines.append("|---" * 11 + "|")
+    for c in r["cores"]:
+        b = c["breakdown"]
+        lines.append(f"| neuron:{c['device']} | {_gib(c['peak_allocated_bytes'])} | {_gib(c['peak_reserved_bytes'])} "
+                     f"| {_gib(c['capacity_bytes'])} | {_gib(c['headroom_bytes'])} | {_gib(b['parameters'])} "
+                     f"| {_gib(b['gradients'])} | {_gib(b['optimizer_state'])} | {_gib(b['activations'])} "
+                     f"| {_gib(b['kv_cache'])} | {_gib(b['other'])} |")
+    if r["oom"]:
+        lines += ["", f"**Out of memory** on neuron:{r['oom']['device']} at `{r['oom']['site']}`:", "",
+                  f"> {r['oom']['message']}"]
+    tb = r["time_breakdown"]
+    lines += ["", "## Estimated time", "",
+              f"total {_t(r['estimated_total_s'])}"
+              + (f", {r['optimizer_steps']} optimizer steps, {_t(r['estimated_step_s'])} per step"
+                 if r["optimizer_steps"] else "")
+              + f"; MFU {100 * r['mfu']:.1f}%", "",
+              "| compute | memory | launch | collectives | host syncs |", "|---|---|---|---|---|",
+              f"| {_t(tb['compute_s'])} | {_t(tb['memory_s'])} | {_t(tb['launch_s'])} "
+              f"| {_t(sum(c['seconds'] for c in tb['collectives'].values()))} | {_t(tb['host_syncs_s'])} |"]
+    for kind, c in tb["collectives"].items():
+        lines.append(f"- {kind}: {c['count']} calls, {c['bytes'] / 1e6:.3g} MB, {_t(c['seconds'])}")
+    comp = r["compiled"]
+    lines += ["", f"## Compiled graphs: {comp['distinct_graphs']} distinct, {comp['graphs_compiled']} compiled, "
+              f"{comp['recompilations']} recompilations, {comp['graph_breaks']} graph breaks"]
+    lines += [f"- recompiled: {x}" for x in comp["recompile_reasons"][:10]]
+    lines += ["", f"## Host syncs: {r['host_sync_count']} (each a point where the host waits for the device)", ""]
+    if r["host_syncs"]:
+        lines += ["| site | kind | count |", "|---|---|---|"]
+        lines += [f"| `{s['site']}` | {s['kind']} | {s['count']} |" for s in r["host_syncs"][:20]]
+    if r["unmodelled_ops"]:
+        lines += ["", "Ops without a cost model (counted as Vector-engine ops): " + ", ".join(r["unmodelled_ops"])]
+    lines += ["", f"{r['ops']} neuron ops; planned in {r['planning_wall_s']:.1f} s"
+              + ("" if r["phantom_memory"] else " (device memory was real: not a phantom-memory run)")
+              + ". Estimates from the documented model (docs/estimate.md), not measurements."]
+    return "\n".join(lines)
+
+
+def chrome_trace(run, path: str) -> None:
+    """The estimated device timeline: one track per logical core, events in stream order."""
+    rows = []
+    for e in run.estimate.events:
+        rows.append({"name": e.name, "cat": e.category, "ph": "X", "pid": f"neuron:{e.device} (estimated)",
+                     "tid": e.phase, "ts": e.start_s * 1e6, "dur": e.seconds * 1e6,
+                     "args": {"flops": e.flops, "bytes": e.bytes, "bound": e.bound,
+                              "module": e.modules[-1] if e.modules else ""}})
+    with open(path, "w") as f:
+        json.dump({"traceEvents": rows, "displayTimeUnit": "ms"}, f)
