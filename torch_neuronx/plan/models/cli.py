@@ -31,21 +31,35 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="run for real instead of a dry run: every byte is allocated on this host (tiny configs)")
 
 
+def _fail(prog: str, message: str):
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def generate_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m torch_neuronx.plan generate",
                                 description="Plan a generate() of a Hugging Face model from its config.")
+    add_generate_arguments(p)
+    return p
+
+
+def add_generate_arguments(p: argparse.ArgumentParser) -> None:
     _common(p)
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--input-tokens", type=int, default=128)
     p.add_argument("--output-tokens", type=int, default=16)
     p.add_argument("--prefill-chunk-size", type=int, default=None)
     p.add_argument("--compile", action="store_true", help="compile the decode step (backend neuron)")
-    return p
 
 
 def train_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m torch_neuronx.plan train",
                                 description="Plan a training step (AdamW) of a Hugging Face model from its config.")
+    add_train_arguments(p)
+    return p
+
+
+def add_train_arguments(p: argparse.ArgumentParser) -> None:
     _common(p)
     p.add_argument("--pp", type=int, default=1, help="pipeline stages (only 1 is planned)")
     p.add_argument("--fsdp", type=int, default=1, help="FSDP shards, as DistributedConfig(fsdp_size)")
@@ -55,12 +69,11 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--global-batch", type=int, default=None, help="default: micro-batch x FSDP x DP")
     p.add_argument("--seq-len", type=int, default=2048)
     p.add_argument("--gradient-checkpointing", action="store_true")
-    return p
 
 
 def _set_environment(args) -> None:
     """Before torch_neuronx starts its runtime: the instance, LNC and dry run of this plan."""
-    from ..distributed.switch import DRY_RUN
+    from ..config import DRY_RUN
 
     os.environ["TORCH_NEURONX_INSTANCE_TYPE"] = args.instance
     if args.lnc is not None:
@@ -70,19 +83,23 @@ def _set_environment(args) -> None:
     if args.real:
         os.environ.pop(DRY_RUN, None)
     else:
+        # the whole process is the dry run (phantom memory from the first allocation on); its own
+        # report (host syncs, per-core breakdown) goes beside --json instead of to stderr
         os.environ[DRY_RUN] = "1"
+        os.environ.setdefault("TORCH_NEURONX_DRY_RUN_REPORT",
+                              f"{os.path.splitext(args.json)[0]}.dryrun.json" if args.json else os.devnull)
 
 
 def dry_run_core():
-    """The dry-run core (phantom device memory), or None in a build without it."""
+    """The dry-run core (torch_neuronx.plan: phantom device memory), or None in a build without it."""
     try:
-        from .. import dry_run  # torch_neuronx.plan.dry_run (branch p1-dryrun)
+        from .. import enable
     except ImportError:
         return None
-    return dry_run
+    return enable
 
 
-def _prepare(args, parser):
+def _prepare(args, prog: str):
     """Layout, config and environment, or exit 2 with the reason."""
     from .config import ConfigError, load_config
 
@@ -91,10 +108,10 @@ def _prepare(args, parser):
                              getattr(args, "dp", None), getattr(args, "pp", 1))
         config = load_config(args.config)
     except (LayoutError, ConfigError) as err:
-        parser.exit(2, f"{parser.prog}: error: {err}\n")
+        _fail(prog, str(err))
     if not args.real and dry_run_core() is None:
-        parser.exit(2, f"{parser.prog}: error: this build has no dry-run core (torch_neuronx.plan.dry_run), so a "
-                       f"plan would allocate every byte on this host; pass --real to plan a small config for real\n")
+        _fail(prog, "this build has no dry-run core (torch_neuronx.plan), so a plan would allocate every "
+                    "byte on this host; pass --real to plan a small config for real")
     _set_environment(args)
     return layout, config
 
@@ -112,9 +129,12 @@ def _fmt(v, unit="", scale=1.0, digits=4):
 
 
 def generate_main(argv=None) -> int:
-    parser = generate_parser()
-    args = parser.parse_args(argv)
-    layout, config = _prepare(args, parser)
+    return run_generate(generate_parser().parse_args(argv))
+
+
+def run_generate(args) -> int:
+    prog = "python -m torch_neuronx.plan generate"
+    layout, config = _prepare(args, prog)
     import torch
 
     from .generate import plan_generate
@@ -125,7 +145,7 @@ def generate_main(argv=None) -> int:
                                prefill_chunk_size=args.prefill_chunk_size, compile=args.compile,
                                dry_run=not args.real)
     except (LayoutError, ValueError) as err:
-        parser.exit(2, f"{parser.prog}: error: {err}\n")
+        _fail(prog, str(err))
     rows = [("TTFT", _fmt(report["ttft_ms"], " ms")), ("per output token", _fmt(report["tpot_ms"], " ms")),
             ("output tokens/s (one TP group)", _fmt(report["output_tokens_per_s"])),
             (f"output tokens/s ({report['replicas']} replicas)", _fmt(report["output_tokens_per_s_all_replicas"]))]
@@ -133,12 +153,15 @@ def generate_main(argv=None) -> int:
 
 
 def train_main(argv=None) -> int:
-    parser = train_parser()
-    args = parser.parse_args(argv)
+    return run_train(train_parser().parse_args(argv))
+
+
+def run_train(args) -> int:
+    prog = "python -m torch_neuronx.plan train"
     if args.zero1:
-        parser.exit(2, f"{parser.prog}: error: --zero1 is not planned yet; use --fsdp N (FSDP2 shards the "
-                       f"optimizer state, gradients and parameters over N ranks)\n")
-    layout, config = _prepare(args, parser)
+        _fail(prog, "--zero1 is not planned yet; use --fsdp N (FSDP2 shards the optimizer state, gradients "
+                    "and parameters over N ranks)")
+    layout, config = _prepare(args, prog)
     import torch
 
     from .train import plan_train
@@ -148,7 +171,7 @@ def train_main(argv=None) -> int:
                             seq_len=args.seq_len, dtype=getattr(torch, args.dtype),
                             gradient_checkpointing=args.gradient_checkpointing, dry_run=not args.real)
     except (LayoutError, ValueError) as err:
-        parser.exit(2, f"{parser.prog}: error: {err}\n")
+        _fail(prog, str(err))
     rows = [("step time", _fmt(report["step_time_s"], " s")), ("tokens/s", _fmt(report["tokens_per_s"])),
             ("sequences/s", _fmt(report["sequences_per_s"])), ("MFU", _fmt(report["mfu"], "%", 100, 3)),
             ("gradient accumulation", str(report["grad_accum_steps"]))]

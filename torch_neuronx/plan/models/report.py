@@ -4,7 +4,27 @@ from __future__ import annotations
 import json
 
 
-def base_report(layout, config, model, region, dtype, dry_run: bool) -> dict:
+def _phantom() -> bool:
+    from ... import _C
+
+    return bool(getattr(_C, "_allocator_phantom", lambda: False)())
+
+
+def dry_run_extras() -> dict:
+    """From the process's dry run (torch_neuronx.plan), when there is one: the per-core breakdown
+    at the peak by category, and the host-sync sites (each is a synchronisation on Trainium too)."""
+    from .. import active
+
+    run = active()
+    if run is None:
+        return {}
+    data = run.report()
+    cores = data.get("cores") or [{}]
+    return {"memory_at_peak_bytes_per_core": cores[0].get("breakdown"), "host_syncs": data["host_syncs"],
+            "host_sync_count": data["host_sync_count"], "dry_run_oom_site": (data.get("oom") or {}).get("site")}
+
+
+def base_report(layout, config, model, region, dtype, dry_run: bool | None = None) -> dict:
     from .build import local_bytes
 
     peak = region.peak_bytes()
@@ -18,7 +38,7 @@ def base_report(layout, config, model, region, dtype, dry_run: bool) -> dict:
         "model_type": config.model_type,
         "parameters": _parameter_count(model),
         "dtype": str(dtype).replace("torch.", ""),
-        "dry_run": dry_run,
+        "dry_run": _phantom(),   # phantom device memory: nothing was allocated on the host
         "peak_hbm_bytes_per_core": peak,
         "hbm_capacity_bytes_per_core": capacity,
         "headroom_bytes_per_core": capacity - peak,
@@ -28,6 +48,7 @@ def base_report(layout, config, model, region, dtype, dry_run: bool) -> dict:
         "time_breakdown_s": region.by_category(),
         "collectives": region.collectives(),
         "unmodelled_ops": sorted(region.est.unmodelled),
+        **dry_run_extras(),
     }
 
 

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 
+from .cli import _fail
 from .layout import LayoutError, check_batch, check_model, make_layout
 
 
@@ -32,6 +33,11 @@ def _names(text: str) -> list[str]:
 def sweep_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m torch_neuronx.plan sweep",
                                 description="Plan a training step for every layout of the lists given.")
+    add_arguments(p)
+    return p
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", required=True, help="a transformers config.json (or its folder)")
     p.add_argument("--instances", type=_names, default=["trn2.48xlarge", "trn3.48xlarge"])
     p.add_argument("--lnc", type=_ints, default=[2], help="e.g. 1,2")
@@ -48,7 +54,6 @@ def sweep_parser() -> argparse.ArgumentParser:
                    help="plan every row in this process (cheaper; all rows must share one instance and LNC)")
     p.add_argument("--row-timeout", type=float, default=900.0, help="seconds per layout")
     p.add_argument("--json", help="write the rows here")
-    return p
 
 
 def layouts(args, config):
@@ -135,22 +140,31 @@ KEEP = ("dp", "fits", "peak_hbm_bytes_per_core", "hbm_capacity_bytes_per_core", 
 
 
 def sweep_main(argv=None) -> int:
+    return main(sweep_parser().parse_args(argv))
+
+
+def main(args) -> int:
+    """`python -m torch_neuronx.plan sweep` (the subcommand table calls this with parsed args)."""
     from .config import ConfigError, load_config
 
-    parser = sweep_parser()
-    args = parser.parse_args(argv)
+    prog = "python -m torch_neuronx.plan sweep"
     try:
         config = load_config(args.config)
     except ConfigError as err:
-        parser.exit(2, f"{parser.prog}: error: {err}\n")
+        _fail(prog, str(err))
     if not args.real:
         from .cli import dry_run_core
 
         if dry_run_core() is None:
-            parser.exit(2, f"{parser.prog}: error: this build has no dry-run core (torch_neuronx.plan.dry_run); "
-                           f"pass --real to plan small configs for real\n")
+            _fail(prog, "this build has no dry-run core (torch_neuronx.plan); pass --real to plan small "
+                        "configs for real")
         if args.in_process:
-            os.environ.setdefault("TORCH_NEURONX_DRY_RUN", "1")
+            from .. import DryRunError, enable
+
+            try:
+                enable()   # phantom memory needs this before the first neuron allocation
+            except DryRunError as err:
+                _fail(prog, f"--in-process: {err}")
     rows = []
     for settings, layout, reason in layouts(args, config):
         row = dict(settings)
