@@ -71,23 +71,54 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gradient-checkpointing", action="store_true")
 
 
-def _set_environment(args) -> None:
-    """Before torch_neuronx starts its runtime: the instance, LNC and dry run of this plan."""
+def _environment(args) -> dict:
+    """The environment of this plan's process: instance, LNC and dry run, which the runtime reads
+    when torch starts (so a process that started otherwise re-executes itself with it)."""
     from ..config import DRY_RUN
 
-    os.environ["TORCH_NEURONX_INSTANCE_TYPE"] = args.instance
+    env = dict(os.environ)
+    env["TORCH_NEURONX_INSTANCE_TYPE"] = args.instance
     if args.lnc is not None:
-        os.environ["NEURON_LOGICAL_NC_CONFIG"] = str(args.lnc)
+        env["NEURON_LOGICAL_NC_CONFIG"] = str(args.lnc)
     else:
-        os.environ.pop("NEURON_LOGICAL_NC_CONFIG", None)
+        env.pop("NEURON_LOGICAL_NC_CONFIG", None)
     if args.real:
-        os.environ.pop(DRY_RUN, None)
+        env.pop(DRY_RUN, None)
     else:
         # the whole process is the dry run (phantom memory from the first allocation on); its own
         # report (host syncs, per-core breakdown) goes beside --json instead of to stderr
-        os.environ[DRY_RUN] = "1"
-        os.environ.setdefault("TORCH_NEURONX_DRY_RUN_REPORT",
-                              f"{os.path.splitext(args.json)[0]}.dryrun.json" if args.json else os.devnull)
+        env[DRY_RUN] = "1"
+        env.setdefault("TORCH_NEURONX_DRY_RUN_REPORT",
+                       f"{os.path.splitext(args.json)[0]}.dryrun.json" if args.json else os.devnull)
+    return env
+
+
+def _runtime_is(layout, dry: bool) -> bool:
+    import torch
+
+    from ... import _C
+
+    props = torch.neuron.get_device_properties(0)
+    return (props.instance_type == layout.instance and props.physical_cores == layout.lnc
+            and bool(_C._allocator_phantom()) == dry)
+
+
+def _ensure_runtime(args, layout, prog: str) -> None:
+    """Run in a process whose runtime is this plan's; re-execute `python -m torch_neuronx.plan ...`
+    with the plan's environment when it is not (the instance is fixed when torch starts)."""
+    if _runtime_is(layout, not args.real):
+        return
+    if os.environ.get(_CHILD) == "1":
+        _fail(prog, f"the neuron runtime did not start as {layout.instance} LNC={layout.lnc} "
+                    f"{'dry run' if not args.real else 'real run'} even with its environment set")
+    env = _environment(args)
+    env[_CHILD] = "1"
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "torch_neuronx.plan", *sys.argv[1:]], env)
+
+
+_CHILD = "TORCH_NEURONX_PLAN_CHILD"   # set in the re-executed process: never loop
 
 
 def dry_run_core():
@@ -112,7 +143,7 @@ def _prepare(args, prog: str):
     if not args.real and dry_run_core() is None:
         _fail(prog, "this build has no dry-run core (torch_neuronx.plan), so a plan would allocate every "
                     "byte on this host; pass --real to plan a small config for real")
-    _set_environment(args)
+    _ensure_runtime(args, layout, prog)
     return layout, config
 
 

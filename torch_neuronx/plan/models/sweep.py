@@ -79,8 +79,6 @@ def _run_row_here(args, settings, layout, config) -> dict:
 
     from .train import plan_train
 
-    os.environ.setdefault("TORCH_NEURONX_INSTANCE_TYPE", layout.instance)
-    os.environ.setdefault("NEURON_LOGICAL_NC_CONFIG", str(layout.lnc))
     try:
         return plan_train(config, layout, micro_batch=settings["micro_batch"], global_batch=args.global_batch,
                           seq_len=settings["seq_len"], dtype=getattr(torch, args.dtype),
