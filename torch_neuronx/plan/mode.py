@@ -22,7 +22,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from . import config, syncs
+from . import syncs
 
 
 class DryRunError(RuntimeError):
@@ -80,7 +80,7 @@ class DryRunMode(TorchDispatchMode):
     def __init__(self, session) -> None:
         super().__init__()
         self.session = session
-        self.large = config.large_bytes()
+        self.large = session.large_bytes
 
     # ---- the per-op decision -------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):

@@ -75,7 +75,11 @@ def build(run) -> dict:
 
 
 def _gib(n) -> str:
-    return "-" if n is None else f"{n / 2**30:.2f} GiB"
+    if n is None:
+        return "-"
+    if abs(n) >= 2**30:
+        return f"{n / 2**30:.2f} GiB"
+    return f"{n / 2**20:.2f} MiB"
 
 
 def _t(s) -> str:

@@ -22,7 +22,9 @@ class DryRun:
     def __init__(self, instance: str | None = None, lnc: int | None = None, *,
                  assumptions: dict | None = None) -> None:
         from ..estimate import estimate
+        from . import config
 
+        self.large_bytes = config.large_bytes()   # settings first: a bad value changes nothing
         self.estimate = estimate(instance, lnc, assumptions=assumptions)
         self.memory = Memory()
         self.syncs = syncs_mod.HostSyncs()

@@ -12,8 +12,8 @@ import threading
 
 from . import config
 
-_SKIP = tuple(os.path.dirname(os.path.abspath(p)) + os.sep
-              for p in (__import__("torch").__file__, os.path.dirname(__file__) + "/.."))
+_SKIP = tuple(os.path.dirname(os.path.abspath(p)) + os.sep     # the torch and torch_neuronx packages
+              for p in (__import__("torch").__file__, os.path.dirname(os.path.abspath(__file__))))
 
 
 def user_site() -> str:
