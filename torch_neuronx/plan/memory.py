@@ -101,6 +101,8 @@ def _storage_sum(tensors, device: int, seen: set) -> int:
     for t in tensors:
         if not isinstance(t, torch.Tensor) or t.device.type != "neuron" or (t.device.index or 0) != device:
             continue
+        if hasattr(t, "to_local"):   # a DTensor (TP/FSDP parameter) has no storage: its local shard does
+            t = t.to_local()
         st = t.untyped_storage()
         key = st.data_ptr()
         if key in seen or key == 0:
