@@ -59,13 +59,15 @@ def test_eager_training_step_peak_and_ops_match_a_real_run(shape_only_everything
 
 
 def test_compiled_training_step_peak_and_graphs_match_a_real_run(shape_only_everything):
+    # The dry run runs a compiled graph op by op, so its intermediates exist where Inductor fuses
+    # them away: the peak matches where parameters, gradients and optimizer state dominate it (a
+    # training step), and is an upper bound otherwise (docs/plan.md).
     def step():
-        model = _model()
-        compiled = torch.compile(model, backend="neuron")
-        _train(compiled)
+        compiled = torch.compile(_model(), backend="neuron")
+        _train(compiled, steps=1)
 
     real = _measure(step, dry=False)
     dry = _measure(step, dry=True)
     assert real[2] > 0 and dry[2] == real[2]
-    assert dry[1] == real[1]   # the eager ops around the graphs (optimizer, loss)
+    assert dry[1] == real[1]   # the eager ops around the graphs (loss, optimizer)
     assert abs(dry[0] - real[0]) <= 0.01 * real[0], (dry[0], real[0])

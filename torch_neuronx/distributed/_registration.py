@@ -6,6 +6,7 @@ the factory, when a group is created.
 """
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 import torch
@@ -24,9 +25,11 @@ def _create_process_group(store, rank: int, size: int, timeout: timedelta):
 
 
 def _dry_run() -> bool:
-    from ..plan.distributed.switch import dry_run
+    if not os.environ.get("TORCH_NEURONX_DRY_RUN"):  # imports the planner only when asked for
+        return False
+    from ..plan.distributed.switch import dry_run_quiet
 
-    return dry_run()
+    return dry_run_quiet()
 
 
 def register_backend() -> bool:

@@ -42,6 +42,7 @@ class CollectiveEstimate:
     transfer_s: float
     bus_bytes_per_s: float     # the bandwidth one rank's traffic gets
     bound: str
+    ranks: tuple | None = None  # global ranks of the group, where known
 
     def as_detail(self) -> dict:
         return asdict(self)
@@ -114,7 +115,8 @@ def collective_estimate(kind: str, nbytes: int, group_size: int, *, where: str |
     transfer = traffic / bw if traffic else 0.0
     return CollectiveEstimate(name or kind, kind, latency + transfer, int(nbytes), group_size, where,
                               algo, latency, transfer, bw if bw != float("inf") else 0.0,
-                              "memory" if transfer >= latency else "launch")
+                              "memory" if transfer >= latency else "launch",
+                              tuple(ranks) if ranks is not None else None)
 
 
 # ---- the hook in ProcessGroupNeuron -----------------------------------------------------------

@@ -99,10 +99,9 @@ def _tensors_in(obj, depth: int = 3) -> list:
 def _storage_sum(tensors, device: int, seen: set) -> int:
     total = 0
     for t in tensors:
+        t = getattr(t, "_local_tensor", t)   # a DTensor (TP, FSDP2) has no storage: count its local shard
         if not isinstance(t, torch.Tensor) or t.device.type != "neuron" or (t.device.index or 0) != device:
             continue
-        if hasattr(t, "to_local"):   # a DTensor (TP/FSDP parameter) has no storage: its local shard does
-            t = t.to_local()
         st = t.untyped_storage()
         key = st.data_ptr()
         if key in seen or key == 0:

@@ -27,6 +27,7 @@ def _time_breakdown(est) -> dict:
 def build(run) -> dict:
     """Everything the report says, from a DryRun (call after or inside its `with`)."""
     from .. import _C
+    from .distributed.report import section as distributed_section
 
     est = run.estimate
     hw = est.hardware
@@ -71,6 +72,7 @@ def build(run) -> dict:
         "unmodelled_ops": sorted(est.unmodelled),
         "planning_wall_s": run.wall_s,
         "assumptions": {"host_sync_s": hw.assumptions.host_sync_s},
+        "distributed": distributed_section(est),   # rank, world, collectives by group (plan/distributed)
     }
 
 

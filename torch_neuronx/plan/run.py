@@ -14,6 +14,7 @@ import sys
 import tempfile
 
 from . import config
+from .distributed import launch
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -24,6 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", default=None, metavar="OUT.json", help="write the estimated device timeline "
                    "(Chrome/Perfetto trace)")
     p.add_argument("script", nargs=argparse.REMAINDER, help="-- script.py args...")
+    launch.add_arguments(p)   # --nproc-per-node, --nnodes, --all-ranks, ... (plan/distributed/launch.py)
 
 
 def child_env(instance: str | None, lnc: int | None, report: str, trace: str | None,
@@ -72,6 +74,8 @@ def main(args: argparse.Namespace) -> int:
     if not os.path.isfile(script[0]):
         print(f"plan run: script {script[0]!r} does not exist", file=sys.stderr)
         return 2
+    if launch.requested(args):   # one process per rank role, merged (plan/distributed/launch.py)
+        return launch.main(args, script)
     rc, report = run_script(script, instance=args.instance, lnc=args.lnc, trace=args.trace)
     if report is None:
         print(f"plan run: the script exited with status {rc} before a report was written", file=sys.stderr)

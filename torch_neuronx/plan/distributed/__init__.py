@@ -7,8 +7,9 @@ estimated Trainium time by the estimate layer's process-group hook. DeviceMesh, 
 and transformers' DistributedConfig run on top unchanged.
 
 `python -m torch_neuronx.plan run --nproc-per-node N [--nnodes M] [--all-ranks] -- script.py`
-(launch.py) starts one process per rank role with the environment torchrun would give it and
-merges their reports (merge.py). See docs/plan-distributed.md.
+(launch.py) starts one dry-run process per rank role (roles.py) with the environment torchrun
+would give it, and merges their reports (merge.py); each report has a "distributed" section
+(report.py). See docs/plan-distributed.md.
 """
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ __all__ = ["DRY_RUN", "dry_run", "install", "create_process_group"]
 
 
 def install() -> None:
-    """Called at registration of the "neuron" backend when the dry run is on: peer-free rendezvous."""
-    from . import rendezvous
+    """Called at registration of the "neuron" backend when the dry run is on: peer-free rendezvous,
+    and the optimizer-step clock of the report's distributed section."""
+    from . import rendezvous, report
 
     rendezvous.install()
+    report.watch_steps()
 
 
 def create_process_group(store, rank: int, size: int, timeout):

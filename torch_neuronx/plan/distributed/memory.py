@@ -1,27 +1,27 @@
 """Whether a tensor has real bytes behind it in this dry run (so the fake group may copy into it).
 
-CPU tensors always do. Neuron tensors do unless the dry run's phantom device memory is on (the
-allocator charges their bytes to the core without backing them): then nothing may read or write them.
+CPU tensors always do, and neuron tensors in a dry run on real device memory. With phantom device
+memory (TORCH_NEURONX_DRY_RUN=1 from the start of the process) a neuron storage smaller than the
+dry run's large-op threshold (plan/config.py `large_bytes`) is real too: the dry-run mode writes
+such tensors itself. Larger ones must never be written, so that no host page backs them.
 """
 from __future__ import annotations
 
 import torch
 
 
-def phantom_memory() -> bool:
-    """True when neuron tensors of this process have no host memory behind them."""
-    probe = _probe()
-    return bool(probe()) if probe is not None else False
+def _storage_bytes(t: torch.Tensor) -> int:
+    try:
+        return t.untyped_storage().nbytes()
+    except (RuntimeError, NotImplementedError):
+        return t.numel() * t.element_size()
 
 
 def backed(t: torch.Tensor) -> bool:
-    return t.device.type != "neuron" or not phantom_memory()
+    if t.device.type != "neuron":
+        return True
+    from ... import _C
+    from .. import config
 
-
-def _probe():
-    """The dry-run core's own answer, where it offers one (torch_neuronx.plan.dry_run)."""
-    try:
-        from .. import dry_run  # the dry-run core (branch p1-dryrun)
-    except ImportError:
-        return None
-    return getattr(dry_run, "phantom_memory_active", None)
+    phantom = getattr(_C, "_allocator_phantom", None)   # absent from a core built before dry runs
+    return phantom is None or not phantom() or _storage_bytes(t) < config.large_bytes()

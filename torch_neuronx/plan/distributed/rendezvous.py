@@ -18,6 +18,7 @@ _rdzv = importlib.import_module("torch.distributed.rendezvous")
 
 SCHEMES = ("env", "tcp", "file")
 _originals: dict = {}
+_stores: list = []
 
 
 def _number(query: dict, key: str, env_name: str, url: str) -> int:
@@ -44,7 +45,9 @@ def _store():
 
         set = get = add = compare_set = wait = check = delete_key = num_keys = multi_get = multi_set = _refuse
 
-    return PeerlessStore()
+    store = PeerlessStore()
+    _stores.append(store)   # the Python half must outlive the C++ references, or its methods are lost
+    return store
 
 
 def _peer_free(url: str, **kwargs):

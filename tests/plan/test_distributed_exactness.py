@@ -1,0 +1,36 @@
+"""Issue 16 item 7 (distributed half): a dry run of TP2 x FSDP2 on 4 ranks, each rank alone with the
+fake process group of the full world, matches the real 4-rank run: per-core peak device memory within
+1%, and the same collectives (kind, bytes, group ranks) in the same order."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from tests.distributed.dist_harness import run_ranks
+from tests.plan.dry_rank import dry_rank
+from tests.plan.tp_fsdp_workload import train, train_and_write
+
+WORLD = 4
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("real")
+    run_ranks(train_and_write, WORLD, str(out))
+    return {r: json.loads((out / f"rank{r}.json").read_text()) for r in range(WORLD)}
+
+
+def test_tp2_fsdp2_dry_run_matches_the_real_four_rank_run(real_run, monkeypatch):
+    for rank in range(WORLD):
+        with dry_rank(monkeypatch, rank, WORLD):
+            dry = json.loads(json.dumps(train(rank, WORLD)))  # tuples as lists, as the real side's JSON
+        real = real_run[rank]
+        assert real["peak"] > 0
+        assert abs(dry["peak"] - real["peak"]) <= 0.01 * real["peak"], (rank, dry["peak"], real["peak"])
+        assert dry["collectives"] == real["collectives"], rank
+        kinds = {c[0] for c in real["collectives"]}
+        assert {"collective:all_gather", "collective:reduce_scatter", "collective:all_reduce"} <= kinds
+        tp_pair = [rank - rank % 2, rank - rank % 2 + 1]
+        assert [c[2] for c in real["collectives"] if c[0] == "collective:all_reduce"][0] == tp_pair

@@ -1,0 +1,116 @@
+"""Merge the per-rank dry-run reports (plan/report.py, each with its "distributed" section) into one.
+
+JSON keys of `python -m torch_neuronx.plan run --nproc-per-node N ... --json OUT.json`:
+    world_size, nnodes, nproc_per_node, instance, lnc, phantom_memory
+    ranks_run                 the ranks that were started
+    represented_by            list per rank: the started rank whose report stands in for it (roles.py)
+    peak_hbm_bytes_per_core   list per rank: the peak allocated bytes of the rank's own core
+                              (neuron:LOCAL_RANK), as torch.neuron.max_memory_allocated reports it
+    hbm_capacity_bytes_per_core, headroom_bytes (on the fullest core)
+    fits                      every rank's peak within its core's HBM and no rank out of memory
+    oom                       {rank: the failing allocation} for the ranks that ran out of memory
+    step_time_s               the slowest rank's estimated step time (ranks wait for each other at
+                              their collectives, so the job runs at the slowest rank's pace): the
+                              mean of its optimizer steps after the first; the whole run without steps
+    slowest_rank, estimated_total_s (that rank's whole script)
+    collectives               the slowest rank's collectives by kind: {count, bytes, seconds, groups}
+    collectives_by_rank       {rank: collectives by kind} for every started rank
+    host_sync_count_by_rank   {rank: host syncs}
+    ranks                     the started ranks' own reports, by rank
+"""
+from __future__ import annotations
+
+from . import roles
+
+
+def _peak(report: dict) -> int:
+    local = report["distributed"]["local_rank"]
+    for core in report.get("cores", []):
+        if core["device"] == local:
+            return int(core["peak_allocated_bytes"])
+    return int(report["peak_hbm_bytes_per_core"])
+
+
+def _step_time(report: dict) -> float:
+    d = report["distributed"]
+    if d.get("step_time_s") is not None:
+        return d["step_time_s"]
+    return report["estimated_total_s"]
+
+
+def merge(reports: dict[int, dict], *, world_size: int, nnodes: int, nproc_per_node: int) -> dict:
+    run = sorted(reports)
+    rep = [roles.representative(r, run) for r in range(world_size)]
+    peaks = [_peak(reports[rep[r]]) for r in range(world_size)]
+    slowest = max(run, key=lambda r: (_step_time(reports[r]), -r))
+    first = reports[run[0]]
+    capacity = first.get("hbm_capacity_bytes_per_core")
+    oom = {str(r): reports[r]["oom"] for r in run if reports[r].get("oom")}
+    fits = not oom and (capacity is None or all(p <= capacity for p in peaks))
+    return {
+        "world_size": world_size,
+        "nnodes": nnodes,
+        "nproc_per_node": nproc_per_node,
+        "instance": first.get("instance"),
+        "lnc": first.get("lnc"),
+        "phantom_memory": all(reports[r].get("phantom_memory") for r in run),
+        "ranks_run": run,
+        "represented_by": rep,
+        "peak_hbm_bytes_per_core": peaks,
+        "hbm_capacity_bytes_per_core": capacity,
+        "fits": fits,
+        "oom": oom,
+        "headroom_bytes": None if capacity is None else capacity - max(peaks),
+        "step_time_s": _step_time(reports[slowest]),
+        "slowest_rank": slowest,
+        "estimated_total_s": reports[slowest]["estimated_total_s"],
+        "collectives": reports[slowest]["distributed"]["collectives"],
+        "collectives_by_rank": {str(r): reports[r]["distributed"]["collectives"] for r in run},
+        "host_sync_count_by_rank": {str(r): reports[r].get("host_sync_count", 0) for r in run},
+        "ranks": {str(r): reports[r] for r in run},
+    }
+
+
+def _size(n) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _time(s: float) -> str:
+    return f"{s * 1e3:.3f} ms" if s < 1 else f"{s:.3f} s"
+
+
+def markdown(merged: dict) -> str:
+    """The printed summary: layout, memory per rank role, step time, collectives by kind."""
+    m = merged
+    lines = [f"## Dry run: {m['world_size']} ranks ({m['nnodes']} node(s) x {m['nproc_per_node']}) "
+             f"on {m['instance']} LNC={m['lnc']}",
+             f"ranks run: {', '.join(map(str, m['ranks_run']))} (others take the report of the rank "
+             f"shown under 'as')", "",
+             "| rank | as | peak HBM / core | capacity | step time | collectives |",
+             "|---:|---:|---:|---:|---:|---:|"]
+    shown = sorted(set(m["ranks_run"]) | {0, m["world_size"] - 1})
+    for r in shown:
+        src = m["represented_by"][r]
+        rr = m["ranks"][str(src)]
+        lines.append(f"| {r} | {src} | {_size(m['peak_hbm_bytes_per_core'][r])} | "
+                     f"{_size(m['hbm_capacity_bytes_per_core'])} | {_time(_step_time(rr))} | "
+                     f"{rr['distributed']['collective_count']} |")
+    fits = "yes" if m["fits"] else "NO"
+    for rank, oom in m["oom"].items():
+        lines += ["", f"**rank {rank} out of memory** on neuron:{oom['device']} at `{oom['site']}`: {oom['message']}"]
+    lines += ["", f"fits: {fits}; headroom {_size(m['headroom_bytes'])} on the fullest core"
+              + ("" if m["phantom_memory"] else " (device memory was real, not phantom)"),
+              f"step time (slowest rank, {m['slowest_rank']}): {_time(m['step_time_s'])}", ""]
+    if m["collectives"]:
+        lines += [f"collectives of rank {m['slowest_rank']} (whole run):", "",
+                  "| kind | count | bytes | estimated time | groups |", "|---|---:|---:|---:|---|"]
+        for kind, c in sorted(m["collectives"].items()):
+            groups = "; ".join(f"[{g}] x{n}" for g, n in sorted(c["groups"].items()))
+            lines.append(f"| {kind} | {c['count']} | {_size(c['bytes'])} | {_time(c['seconds'])} | {groups} |")
+    return "\n".join(lines)
