@@ -18,8 +18,9 @@ import tempfile
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
-from transformers import AutoModelForCausalLM, AutoTokenizer, CompileConfig, GenerationConfig
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, CompileConfig, GenerationConfig
 from transformers.distributed import DistributedConfig
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
 PROMPTS = ["What is the capital of France?", "Tell me a short story about a robot."]
 
@@ -34,6 +35,10 @@ def main() -> None:
     p.add_argument("--prefill-chunk-size", type=int, default=16)
     p.add_argument("--pad-to-multiple-of", type=int, default=16)
     p.add_argument("--check", action="store_true", help="rank 0 compares with CPU greedy tokens")
+    p.add_argument("--config-only", action="store_true",
+                   help="--model is a folder with only a config.json: random weights (for a dry run, "
+                        "python -m torch_neuronx.plan run), and a small local tokenizer when it has none")
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     args = p.parse_args()
 
     dist.init_process_group(backend="neuron")
@@ -50,12 +55,23 @@ def main() -> None:
             build_tiny_model(model_id, num_attention_heads=8, num_key_value_heads=8, head_dim=8)
         dist.barrier()
 
-    tokenizer = AutoTokenizer.from_pretrained(model_id, padding_side="left")
-    model = AutoModelForCausalLM.from_pretrained(
-        model_id,
+    model_class, source, weights = AutoModelForCausalLM, model_id, {}
+    if args.config_only:   # no weights to read: the model's own init fills them (shape-only in a dry run)
+        config = AutoConfig.from_pretrained(model_id)
+        model_class, source, weights = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)], None, {"config": config,
+                                                                                         "state_dict": {}}
+    if args.config_only and not os.path.exists(os.path.join(model_id, "tokenizer_config.json")):
+        from torch_neuronx.integrations.tiny_models import build_tokenizer
+
+        tokenizer = build_tokenizer()   # its ids are valid in any larger vocabulary
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(model_id, padding_side="left")
+    model = model_class.from_pretrained(
+        source,
         distributed_config=DistributedConfig(tp_size=world_size),
         device_mesh=DeviceMesh("neuron", list(range(world_size))),
-        dtype=torch.float32,
+        dtype=getattr(torch, args.dtype),
+        **weights,
     )
     messages = [[{"role": "user", "content": text}] for text in PROMPTS]
     texts = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)

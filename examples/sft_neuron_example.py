@@ -40,6 +40,10 @@ def _take_local_flags(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     """`--tiny_local_assets DIR`: build the offline model + dataset and point the TRL flags at them."""
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--tiny_local_assets", default=None)
+    # a folder holding only a config.json (e.g. examples/configs/qwen3-8b): the model is built from it with
+    # random weights, for a full-size dry run (python -m torch_neuronx.plan run); the tokenizer comes from
+    # --model_name_or_path (--tiny_local_assets points it at the tiny one)
+    pre.add_argument("--model_config_only", default=None)
     local, rest = pre.parse_known_args(argv)
     if local.tiny_local_assets:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -117,7 +121,22 @@ def _write_summary(trainer, training_args) -> None:
         json.dump(summary, f, indent=1)
 
 
-def main(script_args, training_args, model_args) -> None:
+def _model_from_config(config_dir: str, model_init_kwargs: dict):
+    """The causal LM of `config_dir`/config.json through the real from_pretrained path, with no weights read
+    (`state_dict={}`: the model's own init fills them; shape-only in a dry run)."""
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    config = AutoConfig.from_pretrained(config_dir)
+    kwargs = {k: v for k, v in model_init_kwargs.items() if k not in ("revision", "trust_remote_code")}
+    if isinstance(kwargs.get("dtype"), str) and kwargs["dtype"] != "auto":
+        kwargs["dtype"] = getattr(torch, kwargs["dtype"])
+    if kwargs.get("device_map") is None and "distributed_config" not in kwargs:
+        kwargs["device_map"] = "neuron" if hasattr(torch, "neuron") else None
+    return MODEL_FOR_CAUSAL_LM_MAPPING[type(config)].from_pretrained(None, config=config, state_dict={}, **kwargs)
+
+
+def main(script_args, training_args, model_args, model_config_only: str | None = None) -> None:
     import transformers
     from datasets import load_dataset
     from packaging.version import Version
@@ -130,27 +149,38 @@ def main(script_args, training_args, model_args) -> None:
         dtype=model_args.dtype,
         device_map=None,
     )
-    distributed_config = _distributed_config(model_args.model_name_or_path, training_args.trust_remote_code)
+    distributed_config = _distributed_config(model_config_only or model_args.model_name_or_path,
+                                             training_args.trust_remote_code)
     if distributed_config is not None:
         # transformers shards the weights as they load; the Trainer sees an already distributed model
         model_init_kwargs["distributed_config"] = distributed_config
     if training_args.model_init_kwargs is not None:
         model_init_kwargs.update(training_args.model_init_kwargs)
-    training_args.model_init_kwargs = model_init_kwargs
+    model, processing_class = model_args.model_name_or_path, None
+    if model_config_only:
+        from transformers import AutoTokenizer
+
+        model = _model_from_config(model_config_only, model_init_kwargs)
+        processing_class = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
+    else:
+        training_args.model_init_kwargs = model_init_kwargs
 
     dataset = load_dataset(script_args.dataset_name, name=script_args.dataset_config)
     train_dataset = dataset[script_args.dataset_train_split].select_columns(["messages"])
 
     trainer = SFTTrainer(
-        model=model_args.model_name_or_path,
+        model=model,
+        processing_class=processing_class,
         args=training_args,
         train_dataset=train_dataset,
         peft_config=get_peft_config(model_args),
     )
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-    trainer.save_model(training_args.output_dir)
+    if not model_config_only:   # random weights from a config: nothing worth saving
+        trainer.save_model(training_args.output_dir)
     _write_summary(trainer, training_args)
-    trainer.accelerator.print(f"Model saved to {training_args.output_dir}.")
+    trainer.accelerator.print(f"Model saved to {training_args.output_dir}." if not model_config_only else
+                              "Model built from a config only: not saved.")
     if Version(transformers.__version__) >= Version("5.18.0"):
         trainer.end()
 
@@ -159,7 +189,7 @@ if __name__ == "__main__":
     _parallel_sizes()  # before the process group exists (SFTConfig parsing creates it)
     from trl import ModelConfig, ScriptArguments, SFTConfig, TrlParser
 
-    _, argv = _take_local_flags(sys.argv[1:])
+    local, argv = _take_local_flags(sys.argv[1:])
     parser = TrlParser((ScriptArguments, SFTConfig, ModelConfig))
     script_args, training_args, model_args = parser.parse_args_and_config(args=argv)
-    main(script_args, training_args, model_args)
+    main(script_args, training_args, model_args, local.model_config_only)

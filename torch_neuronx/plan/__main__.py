@@ -11,6 +11,9 @@ import sys
 
 COMMANDS = [
     ("run", "torch_neuronx.plan.run", "dry-run a script at full size: -- script.py args..."),
+    ("generate", "torch_neuronx.plan.models.cmd_generate", "plan generate() of a HF model from its config.json"),
+    ("train", "torch_neuronx.plan.models.cmd_train", "plan a training step of a HF model from its config.json"),
+    ("sweep", "torch_neuronx.plan.models.sweep", "plan a training step for every layout of the lists given"),
 ]
 
 

@@ -1,0 +1,121 @@
+"""What a plan costs on the machine that makes it: wall time and peak resident memory of the
+model-level plans against the size of the model, per layer, so a user can tell what a 405B plan costs.
+
+For each plan (train, generate) and each layer count, `python -m torch_neuronx.plan train|generate`
+runs in a fresh process on the config with `num_hidden_layers` overridden; its wall time and peak
+RSS (`os.wait4`'s rusage of that child) are printed. The baseline is the smallest layer count of the
+same run: each row prints its ratio to it, and the per-layer cost is the slope between the smallest
+and the largest count (wall s and MiB of RSS per layer), extrapolated to `--extrapolate` layers.
+
+    python benchmarks/plan_cost.py                                   # Qwen3-8B config, dry run
+    python benchmarks/plan_cost.py --layers 1,2,4 --real --width 256  # without the dry-run core: a
+                                                                       # narrow model for real
+Target (issue 16 item 1): a full-size Qwen3-8B training step plans in under 4 GB of resident host
+memory; PASS/MISS is printed for the train rows at the config's own layer count when it is run.
+Never asserts; exit 0.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+RSS_TARGET_BYTES = 4e9
+
+
+def _config_dir(src: str, layers: int, width: int | None, tmp: str) -> str:
+    data = json.load(open(os.path.join(src, "config.json") if os.path.isdir(src) else src))
+    data["num_hidden_layers"] = layers
+    data.pop("layer_types", None)   # rebuilt by transformers for the new layer count
+    if "max_window_layers" in data:
+        data["max_window_layers"] = layers
+    if width:   # a narrow model of the same shape family (for --real without the dry-run core)
+        heads = data["num_attention_heads"]
+        data.update(hidden_size=width, head_dim=max(1, width // heads), intermediate_size=3 * width,
+                    vocab_size=min(data["vocab_size"], 32 * width))
+    out = os.path.join(tmp, f"L{layers}")
+    os.makedirs(out, exist_ok=True)
+    json.dump(data, open(os.path.join(out, "config.json"), "w"))
+    return out
+
+
+def _run(cmd: list[str], timeout: float) -> tuple[float, int, int]:
+    """(wall s, peak RSS bytes, exit code) of one child."""
+    env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = t0 + timeout
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.perf_counter() > deadline:
+            proc.kill()
+            pid, status, usage = os.wait4(proc.pid, 0)
+            break
+        time.sleep(0.05)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode not in (0, 1):   # 1: the plan ran and does not fit
+        err = proc.stderr.read().strip().splitlines()
+        print(f"  ! exit {proc.returncode}: {err[-1] if err else ''}", file=sys.stderr)
+    return wall, usage.ru_maxrss * 1024, proc.returncode
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", default=os.path.join(REPO, "examples", "configs", "qwen3-8b"))
+    p.add_argument("--layers", default="1,2,4")
+    p.add_argument("--plans", default="train,generate")
+    p.add_argument("--instance", default="trn2.48xlarge")
+    p.add_argument("--tp", type=int, default=4)
+    p.add_argument("--fsdp", type=int, default=8)
+    p.add_argument("--seq-len", type=int, default=2048)
+    p.add_argument("--micro-batch", type=int, default=4)
+    p.add_argument("--input-tokens", type=int, default=512)
+    p.add_argument("--output-tokens", type=int, default=8)
+    p.add_argument("--real", action="store_true", help="plan for real (no dry-run core): use --width")
+    p.add_argument("--width", type=int, default=None, help="hidden size of a narrow stand-in model")
+    p.add_argument("--extrapolate", type=int, default=126, help="layer count to extrapolate to (405B: 126)")
+    p.add_argument("--timeout", type=float, default=900)
+    args = p.parse_args()
+    layers = sorted(int(v) for v in args.layers.split(","))
+    print(f"plan cost: {args.config} (width {args.width or 'as configured'}), {args.instance}, "
+          f"{'real run' if args.real else 'dry run'}; baseline = {layers[0]} layer(s)")
+    print(f"{'plan':9} {'layers':>6} {'wall s':>8} {'x base':>7} {'peak RSS MiB':>13} {'x base':>7} exit")
+    with tempfile.TemporaryDirectory() as tmp:
+        for plan in args.plans.split(","):
+            rows = []
+            for n in layers:
+                cfg = _config_dir(args.config, n, args.width, tmp)
+                cmd = [sys.executable, "-m", "torch_neuronx.plan.models", plan, "--config", cfg,
+                       "--instance", args.instance, "--tp", str(args.tp)]
+                if plan == "train":
+                    cmd += ["--fsdp", str(args.fsdp), "--seq-len", str(args.seq_len),
+                            "--micro-batch", str(args.micro_batch)]
+                else:
+                    cmd += ["--input-tokens", str(args.input_tokens), "--output-tokens", str(args.output_tokens)]
+                if args.real:
+                    cmd.append("--real")
+                wall, rss, code = _run(cmd, args.timeout)
+                rows.append((n, wall, rss))
+                base_wall, base_rss = rows[0][1], rows[0][2]
+                print(f"{plan:9} {n:6d} {wall:8.1f} {wall / base_wall:7.2f} {rss / 2**20:13.0f} "
+                      f"{rss / base_rss:7.2f} {code}", flush=True)
+            if len(rows) > 1:
+                (n0, w0, r0), (n1, w1, r1) = rows[0], rows[-1]
+                dw, dr = (w1 - w0) / (n1 - n0), (r1 - r0) / (n1 - n0)
+                print(f"{plan:9} per layer: {dw:.2f} s, {dr / 2**20:.0f} MiB RSS; fixed: {w0 - dw * n0:.1f} s, "
+                      f"{(r0 - dr * n0) / 2**20:.0f} MiB; at {args.extrapolate} layers about "
+                      f"{w0 + dw * (args.extrapolate - n0):.0f} s and {(r0 + dr * (args.extrapolate - n0)) / 2**30:.1f} GiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

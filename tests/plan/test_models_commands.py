@@ -1,0 +1,72 @@
+"""plan generate / plan train on a tiny Qwen3 config, run for real in this process (trn2.3xlarge, the
+test runtime's instance): the JSON keys exist and their figures agree with each other."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.plan.conftest import TINY
+from torch_neuronx.plan.models.cli import generate_main, train_main
+
+
+def _run(main, argv, tmp_path):
+    out = tmp_path / "plan.json"
+    assert main(argv + ["--instance", "trn2.3xlarge", "--lnc", "2", "--real", "--json", str(out)]) == 0
+    return json.loads(out.read_text())
+
+
+def test_generate_report(tiny_config_dir, plan_env, tmp_path, capsys):
+    batch, prompt, new, tp = 2, 16, 5, 2
+    r = _run(generate_main, ["--config", tiny_config_dir, "--tp", str(tp), "--batch", str(batch),
+                             "--input-tokens", str(prompt), "--output-tokens", str(new)], tmp_path)
+    assert "TTFT" in capsys.readouterr().out
+    for key in ("ttft_ms", "tpot_ms", "output_tokens_per_s", "peak_hbm_bytes_per_core", "fits"):
+        assert key in r
+    assert r["fits"] is True and r["oom"] is None and (r["world_size"], r["replicas"]) == (4, 2)
+    assert r["generated_tokens"] == new and r["forward_calls"] == new      # 1 prefill + new-1 decode steps
+    assert r["ttft_ms"] > 0 and r["tpot_ms"] > 0
+    total = r["generate_s"]
+    assert r["ttft_ms"] / 1e3 + (new - 1) * r["tpot_ms"] / 1e3 == pytest.approx(total)
+    assert r["output_tokens_per_s"] == pytest.approx(batch * new / total)
+    assert r["output_tokens_per_s_all_replicas"] == pytest.approx(2 * r["output_tokens_per_s"])
+    mem = r["memory_breakdown_bytes_per_core"]
+    # static cache: keys + values of each layer, this rank's KV heads, bf16
+    cache_len = mem["kv_cache"] // (TINY["num_hidden_layers"] * 2 * batch * (TINY["num_key_value_heads"] // tp)
+                                    * TINY["head_dim"] * 2)
+    assert prompt + new - 1 <= cache_len <= prompt + new
+    assert r["peak_hbm_bytes_per_core"] >= mem["parameters"] + mem["kv_cache"]
+    assert r["headroom_bytes_per_core"] == r["hbm_capacity_bytes_per_core"] - r["peak_hbm_bytes_per_core"]
+
+
+def test_train_report_with_accumulation(tiny_config_dir, plan_env, tmp_path):
+    micro, seq = 1, 32
+    r = _run(train_main, ["--config", tiny_config_dir, "--tp", "2", "--fsdp", "2", "--micro-batch", str(micro),
+                          "--global-batch", "8", "--seq-len", str(seq)], tmp_path)
+    for key in ("step_time_s", "tokens_per_s", "sequences_per_s", "mfu", "peak_hbm_bytes_per_core", "fits"):
+        assert key in r
+    assert (r["fsdp"], r["dp"], r["grad_accum_steps"]) == (2, 1, 4)      # 8 / (1 x 2 data-parallel ranks)
+    assert r["step_time_s"] == pytest.approx(4 * r["micro_step_s"] + r["optimizer_step_s"])
+    assert r["tokens_per_s"] == pytest.approx(8 * seq / r["step_time_s"])
+    assert r["sequences_per_s"] == pytest.approx(8 / r["step_time_s"])
+    assert 0 < r["mfu"] < 1 and r["fits"] is True
+    mem = r["memory_breakdown_bytes_per_core"]
+    assert mem["optimizer_state"] == 2 * mem["parameters"]             # AdamW: exp_avg + exp_avg_sq
+    assert r["peak_hbm_bytes_per_core"] > mem["parameters"] + mem["optimizer_state"]
+    # TP2 x FSDP2 holds about a quarter of the bf16 weights (norms are replicated over TP)
+    full = r["parameters"] * 2
+    assert full / 4 <= mem["parameters"] < full / 3
+
+
+def test_does_not_fit_names_the_failing_allocation(tmp_path, plan_env):
+    """A model whose embedding alone (30 GiB) exceeds trn2.3xlarge's 24 GiB per core: the allocator
+    refuses it before any host memory is touched, and the plan reports its message."""
+    import torch
+    from transformers import Qwen3Config
+
+    from torch_neuronx.plan.models import make_layout, plan_generate
+
+    config = Qwen3Config(**{**TINY, "num_hidden_layers": 1, "vocab_size": (30 << 30) // (TINY["hidden_size"] * 2)})
+    r = plan_generate(config, make_layout("trn2.3xlarge", 2), input_tokens=4, output_tokens=2, dtype=torch.bfloat16)
+    assert r["fits"] is False and r["ttft_ms"] is None
+    assert "out of memory. Tried to allocate 30.00 GiB" in r["oom"] and "24.00 GiB" in r["oom"]

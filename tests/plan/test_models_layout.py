@@ -1,0 +1,66 @@
+"""Layouts and configs that cannot work stop with a message naming the fix (no device needed)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from torch_neuronx.plan.models.cli import generate_main, train_main
+from torch_neuronx.plan.models.config import ConfigError, load_config
+from torch_neuronx.plan.models.layout import LayoutError, check_batch, check_model, make_layout
+
+
+def test_cores_per_instance_and_dp_fill():
+    assert make_layout("trn2.48xlarge", 2).world_size == 64          # 16 chips x 8 cores / LNC 2
+    assert make_layout("trn2.48xlarge", 1).world_size == 128
+    big = make_layout("trn1.32xlarge", 1, nodes=32, tp=32)
+    assert (big.world_size, big.dp) == (1024, 32)                   # DP fills the cores left
+    assert make_layout("trn2.48xlarge", 2, tp=4, fsdp=8).dp == 2
+
+
+def test_bad_layouts_say_why():
+    with pytest.raises(LayoutError, match="unknown|not a known instance type.*trn2.48xlarge"):
+        make_layout("trn9.48xlarge")
+    with pytest.raises(LayoutError, match=r"--lnc 3 .* use 1 or 2"):
+        make_layout("trn2.48xlarge", 3)
+    with pytest.raises(LayoutError, match=r"= 48 ranks, but .* 64 NeuronCores.*--dp 4"):
+        make_layout("trn2.48xlarge", 2, tp=8, fsdp=2, dp=3)
+    with pytest.raises(LayoutError, match=r"does not divide the 64 NeuronCores"):
+        make_layout("trn2.48xlarge", 2, tp=3)
+    with pytest.raises(LayoutError, match="pipeline parallelism is not planned"):
+        make_layout("trn2.48xlarge", 2, tp=8, pp=2)
+
+
+def test_tp_must_divide_heads_and_kv_heads(tiny_config_dir):
+    config = load_config(tiny_config_dir)           # 4 heads, 2 KV heads
+    check_model(make_layout("trn2.3xlarge", 2, tp=2), config)
+    with pytest.raises(LayoutError, match=r"--tp 4 does not divide the model's num_key_value_heads=2.*\[1, 2\]"):
+        check_model(make_layout("trn2.3xlarge", 2, tp=4), config)
+
+
+def test_global_batch_and_accumulation():
+    layout = make_layout("trn2.48xlarge", 2, tp=8, fsdp=4)         # DP 2 -> 8 data-parallel ranks
+    assert check_batch(layout, 2, None) == (16, 1)                 # default: micro x DP ranks
+    assert check_batch(layout, 2, 128) == (128, 8)                 # accum = global / (micro x dp)
+    with pytest.raises(LayoutError, match="--global-batch 100 is not a multiple .* 16"):
+        check_batch(layout, 2, 100)
+
+
+def test_config_transformers_cannot_build(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "no-such-model", "hidden_size": 8}))
+    with pytest.raises(ConfigError, match="transformers cannot build this config"):
+        load_config(str(tmp_path))
+    with pytest.raises(ConfigError, match="no config.json"):
+        load_config(str(tmp_path / "missing"))
+
+
+def test_command_lines_stop_before_running(tiny_config_dir, plan_env, capsys):
+    with pytest.raises(SystemExit) as stop:
+        train_main(["--config", tiny_config_dir, "--instance", "trn2.48xlarge", "--tp", "5", "--real"])
+    assert stop.value.code == 2 and "5 x 1 x 1 = 5 does not divide the 64" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        generate_main(["--config", tiny_config_dir, "--instance", "trn2.3xlarge", "--tp", "4", "--real"])
+    assert stop.value.code == 2 and "num_key_value_heads=2" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        train_main(["--config", tiny_config_dir, "--instance", "nope.xlarge"])
+    assert "nope.xlarge" in capsys.readouterr().err

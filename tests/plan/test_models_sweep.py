@@ -1,0 +1,26 @@
+"""plan sweep: one row per layout with its figures; layouts that cannot work say why in their row."""
+from __future__ import annotations
+
+import json
+
+from torch_neuronx.plan.models.sweep import sweep_main
+
+
+def test_sweep_rows(tiny_config_dir, plan_env, tmp_path, capsys):
+    out = tmp_path / "rows.json"
+    assert sweep_main(["--config", tiny_config_dir, "--instances", "trn2.3xlarge,trn9.xlarge", "--lnc", "2",
+                       "--tp", "2,4", "--fsdp", "2", "--seq-len", "32", "--gradient-checkpointing", "0,1",
+                       "--real", "--in-process", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert [(r["instance"], r["tp"], r["gradient_checkpointing"]) for r in rows] == [
+        (i, tp, ckpt) for i in ("trn2.3xlarge", "trn9.xlarge") for tp in (2, 4) for ckpt in (False, True)]
+    plain, ckpt = rows[0], rows[1]
+    for r in (plain, ckpt):
+        assert r["fits"] is True and r["dp"] == 1 and r["step_time_s"] > 0
+        assert r["tokens_per_s"] == r["global_batch"] * 32 / r["step_time_s"]
+    # recomputing the forward in the backward costs time
+    assert ckpt["step_time_s"] > plain["step_time_s"]
+    assert all("= 8 does not divide the 4 NeuronCores" in r["reason"] for r in rows[2:4])  # TP4 x FSDP2
+    assert all("not a known instance type" in r["reason"] for r in rows[4:])
+    table = capsys.readouterr().out
+    assert table.count("\n| trn") == 8 and "| yes |" in table and "not a known instance type" in table

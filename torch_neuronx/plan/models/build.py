@@ -1,0 +1,54 @@
+"""Build a Hugging Face causal LM from its config alone, on neuron, sharded as the layout says.
+
+The real `from_pretrained` path runs (TP plan, FSDP2 wrapping, dtype handling); `state_dict={}`
+means no weights are read, so every parameter is initialised by the model's own init (shape-only
+under the dry run).
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from .config import causal_lm_class
+
+
+@contextlib.contextmanager
+def _quiet_loading():
+    """The loading report lists every weight as MISSING: expected here (no weights), noise to a user."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+def build_causal_lm(config, dtype: torch.dtype, tp: int = 1, fsdp: int = 1, dp: int = 1):
+    """The model on neuron:0: this rank's shard of DistributedConfig(tp_size, fsdp_size,
+    dp_replicate_size) when tp x fsdp x dp > 1 (the process group must have that many ranks)."""
+    cls = causal_lm_class(config)
+    kwargs = {}
+    if tp * fsdp * dp > 1:
+        from transformers.distributed import DistributedConfig
+
+        # --fsdp shards as DistributedConfig(fsdp_size) does; --dp replicates (HSDP replicas)
+        kwargs["distributed_config"] = DistributedConfig(tp_size=tp, fsdp_size=fsdp, dp_replicate_size=dp)
+    else:
+        kwargs["device_map"] = "neuron:0"
+    torch.neuron.set_device(0)
+    with _quiet_loading():
+        return cls.from_pretrained(None, config=config, state_dict={}, dtype=dtype, **kwargs)
+
+
+def local_bytes(tensors) -> int:
+    """Bytes this rank holds for `tensors` (a DTensor counts its local shard)."""
+    total = 0
+    for t in tensors:
+        if t is None:
+            continue
+        local = t.to_local() if hasattr(t, "to_local") else t
+        total += local.numel() * local.element_size()
+    return total

@@ -1,0 +1,222 @@
+"""Command lines of the model-level plans: `generate`, `train` and `sweep`.
+
+    python -m torch_neuronx.plan generate --config CONFIG.json --instance trn2.48xlarge --tp 64 ...
+    python -m torch_neuronx.plan train --config CONFIG.json --instance trn1.32xlarge --nodes 32 --tp 32 ...
+    python -m torch_neuronx.plan sweep --config CONFIG.json --instances trn2.48xlarge,trn3.48xlarge ...
+
+Each runs in its own process: the instance type, LNC and the dry run are set in the environment
+before the neuron runtime starts, so the allocator has the instance's HBM per core.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from .layout import LayoutError, make_layout
+
+DTYPES = ("bfloat16", "float16", "float32")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", required=True, help="a transformers config.json (or its folder)")
+    p.add_argument("--instance", default="trn2.48xlarge", help="instance type, e.g. trn2.48xlarge")
+    p.add_argument("--lnc", type=int, default=None, help="logical NeuronCore size 1 or 2 (default: the chip's)")
+    p.add_argument("--nodes", type=int, default=1, help="instances")
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
+    p.add_argument("--dtype", choices=DTYPES, default="bfloat16")
+    p.add_argument("--json", help="write the report here")
+    p.add_argument("--real", action="store_true",
+                   help="run for real instead of a dry run: every byte is allocated on this host (tiny configs)")
+
+
+def _fail(prog: str, message: str):
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def generate_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m torch_neuronx.plan generate",
+                                description="Plan a generate() of a Hugging Face model from its config.")
+    add_generate_arguments(p)
+    return p
+
+
+def add_generate_arguments(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--input-tokens", type=int, default=128)
+    p.add_argument("--output-tokens", type=int, default=16)
+    p.add_argument("--prefill-chunk-size", type=int, default=None)
+    p.add_argument("--compile", action="store_true", help="compile the decode step (backend neuron)")
+
+
+def train_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m torch_neuronx.plan train",
+                                description="Plan a training step (AdamW) of a Hugging Face model from its config.")
+    add_train_arguments(p)
+    return p
+
+
+def add_train_arguments(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument("--pp", type=int, default=1, help="pipeline stages (only 1 is planned)")
+    p.add_argument("--fsdp", type=int, default=1, help="FSDP shards, as DistributedConfig(fsdp_size)")
+    p.add_argument("--dp", type=int, default=None, help="data-parallel replicas (default: the cores left)")
+    p.add_argument("--zero1", action="store_true", help="shard optimizer state over the DP replicas")
+    p.add_argument("--micro-batch", type=int, default=1)
+    p.add_argument("--global-batch", type=int, default=None, help="default: micro-batch x FSDP x DP")
+    p.add_argument("--seq-len", type=int, default=2048)
+    p.add_argument("--gradient-checkpointing", action="store_true")
+
+
+def _environment(args) -> dict:
+    """The environment of this plan's process: instance, LNC and dry run, which the runtime reads
+    when torch starts (so a process that started otherwise re-executes itself with it)."""
+    from ..config import DRY_RUN
+
+    env = dict(os.environ)
+    env["TORCH_NEURONX_INSTANCE_TYPE"] = args.instance
+    if args.lnc is not None:
+        env["NEURON_LOGICAL_NC_CONFIG"] = str(args.lnc)
+    else:
+        env.pop("NEURON_LOGICAL_NC_CONFIG", None)
+    if args.real:
+        env.pop(DRY_RUN, None)
+    else:
+        # the whole process is the dry run (phantom memory from the first allocation on); its own
+        # report (host syncs, per-core breakdown) goes beside --json instead of to stderr
+        env[DRY_RUN] = "1"
+        env.setdefault("TORCH_NEURONX_DRY_RUN_REPORT",
+                       f"{os.path.splitext(args.json)[0]}.dryrun.json" if args.json else os.devnull)
+    return env
+
+
+def _runtime_is(layout, dry: bool) -> bool:
+    import torch
+
+    from ... import _C
+
+    props = torch.neuron.get_device_properties(0)
+    return (props.instance_type == layout.instance and props.physical_cores == layout.lnc
+            and bool(_C._allocator_phantom()) == dry)
+
+
+def _ensure_runtime(args, layout, prog: str) -> None:
+    """Run in a process whose runtime is this plan's; re-execute `python -m torch_neuronx.plan ...`
+    with the plan's environment when it is not (the instance is fixed when torch starts)."""
+    if _runtime_is(layout, not args.real):
+        return
+    if os.environ.get(_CHILD) == "1":
+        _fail(prog, f"the neuron runtime did not start as {layout.instance} LNC={layout.lnc} "
+                    f"{'dry run' if not args.real else 'real run'} even with its environment set")
+    env = _environment(args)
+    env[_CHILD] = "1"
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "torch_neuronx.plan", *sys.argv[1:]], env)
+
+
+_CHILD = "TORCH_NEURONX_PLAN_CHILD"   # set in the re-executed process: never loop
+
+
+def dry_run_core():
+    """The dry-run core (torch_neuronx.plan: phantom device memory), or None in a build without it."""
+    try:
+        from .. import enable
+    except ImportError:
+        return None
+    return enable
+
+
+def _prepare(args, prog: str):
+    """Layout, config and environment, or exit 2 with the reason."""
+    from .config import ConfigError, load_config
+
+    try:
+        layout = make_layout(args.instance, args.lnc, args.nodes, args.tp, getattr(args, "fsdp", 1),
+                             getattr(args, "dp", None), getattr(args, "pp", 1))
+        config = load_config(args.config)
+    except (LayoutError, ConfigError) as err:
+        _fail(prog, str(err))
+    if not args.real and dry_run_core() is None:
+        _fail(prog, "this build has no dry-run core (torch_neuronx.plan), so a plan would allocate every "
+                    "byte on this host; pass --real to plan a small config for real")
+    _ensure_runtime(args, layout, prog)
+    return layout, config
+
+
+def _finish(report: dict, args, title: str, rows) -> int:
+    from .report import markdown, write_json
+
+    write_json(report, args.json)
+    print(markdown(report, title, rows))
+    return 0 if report["fits"] else 1
+
+
+def _fmt(v, unit="", scale=1.0, digits=4):
+    return "-" if v is None else f"{v * scale:.{digits}g}{unit}"
+
+
+def generate_main(argv=None) -> int:
+    return run_generate(generate_parser().parse_args(argv))
+
+
+def run_generate(args) -> int:
+    prog = "python -m torch_neuronx.plan generate"
+    layout, config = _prepare(args, prog)
+    import torch
+
+    from .generate import plan_generate
+
+    try:
+        report = plan_generate(config, layout, batch=args.batch, input_tokens=args.input_tokens,
+                               output_tokens=args.output_tokens, dtype=getattr(torch, args.dtype),
+                               prefill_chunk_size=args.prefill_chunk_size, compile=args.compile,
+                               dry_run=not args.real)
+    except (LayoutError, ValueError) as err:
+        _fail(prog, str(err))
+    rows = [("TTFT", _fmt(report["ttft_ms"], " ms")), ("per output token", _fmt(report["tpot_ms"], " ms")),
+            ("output tokens/s (one TP group)", _fmt(report["output_tokens_per_s"])),
+            (f"output tokens/s ({report['replicas']} replicas)", _fmt(report["output_tokens_per_s_all_replicas"]))]
+    return _finish(report, args, "generate", rows)
+
+
+def train_main(argv=None) -> int:
+    return run_train(train_parser().parse_args(argv))
+
+
+def run_train(args) -> int:
+    prog = "python -m torch_neuronx.plan train"
+    if args.zero1:
+        _fail(prog, "--zero1 is not planned yet; use --fsdp N (FSDP2 shards the optimizer state, gradients "
+                    "and parameters over N ranks)")
+    layout, config = _prepare(args, prog)
+    import torch
+
+    from .train import plan_train
+
+    try:
+        report = plan_train(config, layout, micro_batch=args.micro_batch, global_batch=args.global_batch,
+                            seq_len=args.seq_len, dtype=getattr(torch, args.dtype),
+                            gradient_checkpointing=args.gradient_checkpointing, dry_run=not args.real)
+    except (LayoutError, ValueError) as err:
+        _fail(prog, str(err))
+    rows = [("step time", _fmt(report["step_time_s"], " s")), ("tokens/s", _fmt(report["tokens_per_s"])),
+            ("sequences/s", _fmt(report["sequences_per_s"])), ("MFU", _fmt(report["mfu"], "%", 100, 3)),
+            ("gradient accumulation", str(report["grad_accum_steps"]))]
+    return _finish(report, args, "train", rows)
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = {"generate": generate_main, "train": train_main, "sweep": None}
+    if not argv or argv[0] not in commands:
+        print(f"usage: python -m torch_neuronx.plan.models {{{','.join(commands)}}} ...", file=sys.stderr)
+        return 2
+    if argv[0] == "sweep":
+        from .sweep import sweep_main
+
+        return sweep_main(argv[1:])
+    return commands[argv[0]](argv[1:])

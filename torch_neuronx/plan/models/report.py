@@ -1,0 +1,95 @@
+"""The parts every model-level plan reports: the layout, the model, memory per core and fit."""
+from __future__ import annotations
+
+import json
+
+
+def _phantom() -> bool:
+    from ... import _C
+
+    return bool(getattr(_C, "_allocator_phantom", lambda: False)())
+
+
+def dry_run_extras() -> dict:
+    """From the process's dry run (torch_neuronx.plan), when there is one: the per-core breakdown
+    at the peak by category, and the host-sync sites (each is a synchronisation on Trainium too)."""
+    from .. import active
+
+    run = active()
+    if run is None:
+        return {}
+    data = run.report()
+    cores = data.get("cores") or [{}]
+    return {"memory_at_peak_bytes_per_core": cores[0].get("breakdown"), "host_syncs": data["host_syncs"],
+            "host_sync_count": data["host_sync_count"], "dry_run_oom_site": (data.get("oom") or {}).get("site")}
+
+
+def base_report(layout, config, model, region, dtype, dry_run: bool | None = None) -> dict:
+    from .build import local_bytes
+
+    peak = region.peak_bytes()
+    capacity = region.capacity
+    fits = region.oom is None and peak <= capacity
+    params = local_bytes(model.parameters()) if model is not None else None
+    return {
+        "instance": layout.instance, "lnc": layout.lnc, "nodes": layout.nodes,
+        "world_size": layout.world_size, "layout": layout.describe(),
+        "tp": layout.tp, "fsdp": layout.fsdp, "dp": layout.dp, "pp": layout.pp,
+        "model_type": config.model_type,
+        "parameters": _parameter_count(model),
+        "dtype": str(dtype).replace("torch.", ""),
+        "dry_run": _phantom(),   # phantom device memory: nothing was allocated on the host
+        "peak_hbm_bytes_per_core": peak,
+        "hbm_capacity_bytes_per_core": capacity,
+        "headroom_bytes_per_core": capacity - peak,
+        "fits": fits,
+        "oom": region.oom,
+        "memory_breakdown_bytes_per_core": {"parameters": params},
+        "time_breakdown_s": region.by_category(),
+        "collectives": region.collectives(),
+        "unmodelled_ops": sorted(region.est.unmodelled),
+        **dry_run_extras(),
+    }
+
+
+def _parameter_count(model) -> int | None:
+    """Parameters of the whole model (a DTensor counts its global shape)."""
+    if model is None:
+        return None
+    return sum(p.numel() for p in model.parameters())
+
+
+def write_json(report: dict, path: str | None) -> None:
+    if path:
+        with open(path, "w") as f:
+            json.dump(report, f, indent=1, default=str)
+
+
+def _gib(n) -> str:
+    if n is None:
+        return "-"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} B"
+
+
+def markdown(report: dict, title: str, rows: list[tuple[str, str]]) -> str:
+    """A short human-readable report: layout, fit, then the command's own figures."""
+    lines = [f"# {title}: {report['layout']} ({report['world_size']} ranks, {report['dtype']}"
+             f"{', dry run' if report['dry_run'] else ', real run'})", "",
+             f"model: {report['model_type']}, {report['parameters'] or 0:,} parameters", "",
+             "| per core | |", "|---|---|",
+             f"| peak HBM | {_gib(report['peak_hbm_bytes_per_core'])} |",
+             f"| capacity | {_gib(report['hbm_capacity_bytes_per_core'])} |",
+             f"| fits | {'yes' if report['fits'] else 'NO'} |"]
+    for name, value in report["memory_breakdown_bytes_per_core"].items():
+        lines.append(f"| {name} | {_gib(value)} |")
+    if report["oom"]:
+        lines += ["", f"out of memory: {report['oom']}"]
+    lines += ["", "| estimate | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
+    top = list(report["time_breakdown_s"].items())[:6]
+    if top:
+        lines += ["", "| time by category (one step) | s |", "|---|---|"]
+        lines += [f"| {k} | {v:.4g} |" for k, v in top]
+    return "\n".join(lines)
