@@ -23,7 +23,7 @@ from .._torch_versions import require
 
 DEVICE = "neuron"
 # The torch minors whose Inductor sources the TARGETS list below was checked against.
-WRITTEN_FOR = ("2.13", "2.14", "2.15")
+WRITTEN_FOR = ("2.13", "2.14")
 
 # module -> qualified function names inside it
 TARGETS: dict[str, tuple[str, ...]] = {

@@ -23,7 +23,7 @@ import tempfile
 from .._torch_versions import require
 
 # The torch minors whose torch._inductor.cpu_vec_isa.VecISA._probe_load this wrapper was checked against.
-WRITTEN_FOR = ("2.13", "2.14", "2.15")
+WRITTEN_FOR = ("2.13", "2.14")
 
 
 def advertised_isas() -> list[str]:
