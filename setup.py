@@ -10,7 +10,16 @@ import os
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # never autoload ourselves mid-build
 
 from setuptools import setup  # noqa: E402
+import torch  # noqa: E402
 from torch.utils.cpp_extension import BuildExtension, CppExtension, include_paths  # noqa: E402
+
+
+def cxx_standard(torch_version: str) -> str:
+    """The C++ standard to compile the core with for this torch: torch 2.14's headers require
+    C++20; 2.13's build with C++17, which the core has always used there."""
+    major, minor = (int(part) for part in torch_version.split(".")[:2])
+    return "c++17" if (major, minor) <= (2, 13) else "c++20"
+
 
 setup(
     ext_modules=[
@@ -19,7 +28,7 @@ setup(
             sources=sorted(glob.glob("csrc/*.cpp")),
             # Kineto's headers (csrc/profiler.cpp) include each other by bare name.
             include_dirs=[os.path.abspath("csrc"), os.path.join(include_paths()[0], "kineto")],
-            extra_compile_args=["-O2", "-g0", "-std=c++17", "-Wno-unused-parameter"],
+            extra_compile_args=["-O2", "-g0", f"-std={cxx_standard(torch.__version__)}", "-Wno-unused-parameter"],
         )
     ],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},

@@ -31,7 +31,12 @@ from collections import OrderedDict
 
 import torch
 
+from .._torch_versions import require
 from .version import backend_version
+
+# The torch minors whose torch._inductor.codecache.LOCK_TIMEOUT global and cache config flags
+# disk_session sets were checked against.
+DISK_SESSION_WRITTEN_FOR = ("2.13", "2.14")
 
 _SIDECAR = ".neuron-sha256"
 _ENTRY_DIRS = ("fxgraph", "aotautograd")
@@ -304,6 +309,8 @@ class DiskSession:
 @contextlib.contextmanager
 def disk_session(options):
     """Point Inductor's caches at our folder (or disable them) for one compile."""
+    require("torch_neuronx.compiler.cache.disk_session (sets torch._inductor.codecache.LOCK_TIMEOUT)",
+            DISK_SESSION_WRITTEN_FOR)
     import torch._functorch.config as functorch_config
     import torch._inductor.codecache as codecache
     import torch._inductor.config as inductor_config

@@ -19,7 +19,11 @@ import inspect
 import textwrap
 import types
 
+from .._torch_versions import require
+
 DEVICE = "neuron"
+# The torch minors whose Inductor sources the TARGETS list below was checked against.
+WRITTEN_FOR = ("2.13", "2.14")
 
 # module -> qualified function names inside it
 TARGETS: dict[str, tuple[str, ...]] = {
@@ -123,6 +127,7 @@ def _recompile(fn: types.FunctionType) -> tuple[types.CodeType, int]:
 
 def apply() -> dict[str, int]:
     """Patch every target once; returns {qualified name: number of widened comparisons}."""
+    require("torch_neuronx.compiler.cpu_alike.apply (widens 'cpu' comparisons in torch._inductor)", WRITTEN_FOR)
     for module_name, names in TARGETS.items():
         module = importlib.import_module(module_name)
         for name in names:

@@ -18,7 +18,11 @@ from __future__ import annotations
 
 import torch
 
+from .._torch_versions import require
+
 DEVICE = "neuron"
+# The torch minors whose torch._subclasses.fake_impls conv rule this wrapper was checked against.
+WRITTEN_FOR = ("2.13", "2.14")
 
 _installed = False
 
@@ -66,6 +70,7 @@ def _make_rule(stock_rule):
 def install() -> None:
     """Idempotently route neuron convolutions through the CPU layout decision under fake tensors."""
     global _installed
+    require("torch_neuronx.compiler.fake_conv.install (fake conv rule in torch._subclasses.fake_impls)", WRITTEN_FOR)
     if _installed:
         return
     from torch._subclasses import fake_impls

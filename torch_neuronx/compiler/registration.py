@@ -20,7 +20,12 @@ import threading
 
 import torch
 
+from .._torch_versions import require
+
 DEVICE = "neuron"
+# The torch minors whose PythonWrapperCodegen (create, _generate_kernel_call_helper, make_allocation)
+# the wrapper subclass below overrides were checked against.
+WRAPPER_WRITTEN_FOR = ("2.13", "2.14")
 _lock = threading.Lock()
 _done = False
 
@@ -170,6 +175,8 @@ def _make_op_overrides():
 
 
 def _make_wrapper_codegen():
+    require("torch_neuronx.compiler.registration._make_wrapper_codegen (overrides private methods of "
+            "torch._inductor.codegen.wrapper.PythonWrapperCodegen)", WRAPPER_WRITTEN_FOR)
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
 
     fast_alloc = hasattr(__import__("torch_neuronx")._C, "_empty_strided_neuron")

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import torch
 
+from .._torch_versions import require
+
 DEVICE = "neuron"
+# The torch minors whose torch._prims.rng_prims higher-order ops these registrations were checked against.
+WRITTEN_FOR = ("2.13", "2.14")
 
 
 def _save_state(op, *args, **kwargs):
@@ -26,6 +30,7 @@ def _run_with_state(rng_state, op, *args, **kwargs):
 
 
 def register() -> None:
+    require("torch_neuronx.compiler.rng_hops.register (kernels of torch._prims.rng_prims' RNG ops)", WRITTEN_FOR)
     from torch._C import DispatchKey
     from torch._higher_order_ops.utils import registered_hop_fake_fns
     from torch._prims import rng_prims

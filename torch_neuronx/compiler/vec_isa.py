@@ -20,6 +20,11 @@ import os
 import platform
 import tempfile
 
+from .._torch_versions import require
+
+# The torch minors whose torch._inductor.cpu_vec_isa.VecISA._probe_load this wrapper was checked against.
+WRITTEN_FOR = ("2.13", "2.14")
+
 
 def advertised_isas() -> list[str]:
     """The x86 ISAs from Inductor's list whose CPU flags this CPU reports (before any build check)."""
@@ -78,13 +83,15 @@ def remember_loaded(library: str) -> None:
 
 
 def install() -> bool:
-    """Wrap Inductor's `VecISA._probe_load` once; False when this torch has no such method."""
+    """Wrap Inductor's `VecISA._probe_load` once (it exists in every torch of WRITTEN_FOR)."""
     from torch._inductor import cpu_vec_isa
 
     from .._wrap import wrap_once
 
+    what = "torch_neuronx.compiler.vec_isa.install (wraps torch._inductor.cpu_vec_isa.VecISA._probe_load)"
+    require(what, WRITTEN_FOR)
     if not hasattr(cpu_vec_isa.VecISA, "_probe_load"):
-        return False
+        raise RuntimeError(f"torch-neuronx: {what}: this torch has no VecISA._probe_load")
 
     def make(original):
         def _probe_load(self, output_path: str) -> bool:

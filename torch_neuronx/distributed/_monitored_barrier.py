@@ -16,8 +16,12 @@ from datetime import timedelta
 import torch.distributed as dist
 from torch.distributed import distributed_c10d as c10d
 
+from .._torch_versions import require
 from .._wrap import wrap_once
 from ._registration import BACKEND_NAME
+
+# The torch minors whose distributed_c10d.monitored_barrier this wrapper repeats the steps of.
+WRITTEN_FOR = ("2.13", "2.14")
 
 
 def _is_neuron_group(group) -> bool:
@@ -31,6 +35,9 @@ def _is_neuron_group(group) -> bool:
 
 def _neuron_monitored_barrier(group, timeout, wait_all_ranks: bool) -> None:
     """torch's monitored_barrier past its gloo-only check (distributed_c10d.monitored_barrier)."""
+    # Checked here, not at install (which runs from `import torch`): only neuron groups take this path.
+    require("torch_neuronx.distributed._monitored_barrier (repeats distributed_c10d.monitored_barrier's steps)",
+            WRITTEN_FOR)
     if timeout is None:
         timeout = c10d._get_default_timeout(c10d.get_backend(group))
     elif isinstance(timeout, float):

@@ -13,11 +13,14 @@ import warnings
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .._torch_versions import require
 from . import fp8, float64, int64, int_via_fp32, recompute, report, stochastic_rounding
 from .config import NumericsConfig
 
 _INTERESTING = frozenset(int64.DTYPES + float64.DTYPES + fp8.DTYPES + int_via_fp32.INT_DTYPES)
 _LOW = frozenset(stochastic_rounding.DTYPES)
+# The torch minors whose Dynamo frame-skip API (set_code_exec_strategy, FrameExecStrategy) skip_dynamo was checked against.
+SKIP_DYNAMO_WRITTEN_FOR = ("2.13", "2.14")
 # Results with no values yet: nothing to check or emulate.
 _UNINITIALISED = frozenset({"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
                             "aten::new_empty_strided", "aten::empty_permuted", "aten::resize_", "aten::set_"})
@@ -123,6 +126,8 @@ class NumericsMode(TorchDispatchMode):
     def skip_dynamo(cls) -> None:
         """Dynamo must never trace the mode (ops of a compiled graph reach it while
         Dynamo's frame callback is set): skip its frame and every frame it calls."""
+        require("torch_neuronx.numerics.dispatch_mode.NumericsMode.skip_dynamo "
+                "(torch._C._dynamo.eval_frame.set_code_exec_strategy)", SKIP_DYNAMO_WRITTEN_FOR)
         from torch._C._dynamo.eval_frame import set_code_exec_strategy
         from torch._dynamo.types import FrameAction, FrameExecStrategy
 
