@@ -14,9 +14,11 @@ _lock = threading.Lock()
 _sites: dict[tuple, dict] = {}
 _exposure: dict[tuple, int] = {}  # (kind, op) -> ops that used the dtype path, lossy or not
 
+# The torch and torch_neuronx package folders (not the repository holding torch_neuronx: a user's
+# script or test beside the package is a user site).
 _PACKAGE_DIRS = tuple(
     os.path.dirname(os.path.abspath(p)) + os.sep
-    for p in (__import__("torch").__file__, os.path.dirname(__file__) + "/..")
+    for p in (__import__("torch").__file__, os.path.dirname(os.path.abspath(__file__)))
 ) + (os.path.abspath(__import__("typing_extensions").__file__),)  # @deprecated wrappers (all_reduce_coalesced)
 
 # What the user can do about each difference (trainium-facts.md A).
