@@ -3,6 +3,9 @@ test runtime's instance): the JSON keys exist and their figures agree with each 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -70,3 +73,20 @@ def test_does_not_fit_names_the_failing_allocation(tmp_path, plan_env):
     r = plan_generate(config, make_layout("trn2.3xlarge", 2), input_tokens=4, output_tokens=2, dtype=torch.bfloat16)
     assert r["fits"] is False and r["ttft_ms"] is None
     assert "out of memory. Tried to allocate 30.00 GiB" in r["oom"] and "24.00 GiB" in r["oom"]
+
+
+def test_tp_x_fsdp_dry_run_equals_the_real_run(tiny_config_dir, plan_env, tmp_path):
+    # DTensor parameters used to take the dry run's shape-only path with their global shape, so a
+    # TP x FSDP plan failed in the first sharded view ("shape '[32, 32]' is invalid for input of size 2048")
+    argv = ["--config", tiny_config_dir, "--tp", "2", "--fsdp", "2", "--micro-batch", "1", "--seq-len", "32",
+            "--instance", "trn2.3xlarge", "--lnc", "2"]
+    real = _run(train_main, argv[:-4], tmp_path)
+    dry_json = tmp_path / "dry.json"
+    env = dict(os.environ, TORCH_NEURONX_DRY_RUN_LARGE_BYTES="0")   # every op shape-only
+    p = subprocess.run([sys.executable, "-m", "torch_neuronx.plan", "train", *argv, "--json", str(dry_json)],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    dry = json.loads(dry_json.read_text())
+    assert dry["dry_run"] is True and real["dry_run"] is False
+    assert dry["memory_breakdown_bytes_per_core"]["parameters"] == real["memory_breakdown_bytes_per_core"]["parameters"]
+    assert dry["peak_hbm_bytes_per_core"] == pytest.approx(real["peak_hbm_bytes_per_core"], rel=0.01)

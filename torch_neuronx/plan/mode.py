@@ -25,6 +25,8 @@ from torch.utils._pytree import tree_flatten, tree_map
 from . import syncs
 
 
+_PLAIN_DISPATCH = torch.Tensor.__torch_dispatch__  # plain tensors and Parameters do not override it
+
 class DryRunError(RuntimeError):
     """A dry run met something it cannot do without real values (the message says what to change)."""
 
@@ -95,6 +97,10 @@ class DryRunMode(TorchDispatchMode):
         neuron = [t for t in tensors if t.device.type == "neuron"]
         if any(isinstance(t, torch._subclasses.FakeTensor) for t in tensors):
             return func(*args, **kwargs)            # tracing (compile, estimate): not neuron memory
+        if any(type(t).__torch_dispatch__ is not _PLAIN_DISPATCH for t in tensors):
+            # A wrapper subclass (DTensor, ...) first: it re-dispatches on its local tensors, which come
+            # back here. Shaping it here would use its global shape and drop its placement.
+            return NotImplemented
         if not neuron and not any(isinstance(x, torch.device) and x.type == "neuron" for x in leaves) \
                 and not (kwargs.get("device") is not None and torch.device(kwargs["device"]).type == "neuron"):
             return func(*args, **kwargs)            # a CPU (or meta) op: not ours
