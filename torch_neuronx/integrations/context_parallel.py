@@ -97,13 +97,16 @@ def _check_mesh(mesh, buffers) -> None:
 
 
 def _check_version(module) -> None:
+    from .._torch_versions import require
+
+    require("torch_neuronx.integrations.context_parallel.patch (torch's context-parallel op handlers)",
+            _KNOWN_TORCH)
     missing = [name for name in _NEEDED if not hasattr(module, name)]
-    version = ".".join(torch.__version__.split("+")[0].split(".")[:2])
-    if missing or version not in _KNOWN_TORCH:
+    if missing:
         raise RuntimeError(
             f"torch_neuronx.integrations.context_parallel.patch was written for torch "
-            f"{', '.join(_KNOWN_TORCH)} ({module.__name__}); torch {torch.__version__} "
-            f"{'lacks ' + ', '.join(missing) if missing else 'is not known'}: update it for this version")
+            f"{', '.join(_KNOWN_TORCH)} ({module.__name__}); torch {torch.__version__} lacks "
+            f"{', '.join(missing)}: update it for this version")
 
 
 def patch(module) -> None:

@@ -32,6 +32,8 @@ SEAMS = {
     "safetensors.torch": ["load_file"],
     "trl.trainer.utils": ["create_model_from_path"],
     "torch.nn.modules.linear_cross_entropy_options": ["LinearCrossEntropyOptions._resolve_auto_acc_dtype"],
+    "torch.distributed.tensor.experimental._context_parallel._attention": [
+        "_enable_cp_dtensor_dispatcher", "_disable_cp_dtensor_dispatcher", "context_parallel"],
 }
 
 
