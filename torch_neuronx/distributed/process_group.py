@@ -33,6 +33,7 @@ from . import _dynamo_skip, _flat, _reduce_ops, _transport_release
 from ._collective_check import CollectiveChecker, checked_calls_from_env, describe, describe_list
 from ._p2p_check import P2P_CHECKED_TAGS, P2PChannel
 from ._host import host, host_list, host_lists
+from ._identity import NeuronGroupIdentity
 from ._work import NeuronWork
 from ._registration import BACKEND_NAME
 from ..numerics import collectives as _numerics  # integer sums through fp32 under TORCH_NEURONX_NUMERICS
@@ -53,7 +54,7 @@ def _make_transport(store, rank: int, size: int, timeout: timedelta):
     return gloo, CollectiveChecker(gloo, rank, size, checked_calls)
 
 
-class ProcessGroupNeuron(dist.ProcessGroup):
+class ProcessGroupNeuron(NeuronGroupIdentity, dist.ProcessGroup):
     def __init__(self, store, rank: int, size: int, timeout: timedelta):
         # The (store, rank, size) constructor cannot build a Python subclass.
         super().__init__(rank, size)
@@ -66,45 +67,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         self._p2p = P2PChannel(rank)
         _transport_release.track(self)
 
-    # ---- identity ---------------------------------------------------------
-    def getBackendName(self) -> str:  # noqa: N802 - C++ trampoline name
-        return BACKEND_NAME
-
-    def name(self) -> str:
-        return BACKEND_NAME
-
-    def _get_backend_name(self) -> str:
-        return BACKEND_NAME
-
-    def setGroupName(self, name: str) -> None:  # noqa: N802
-        self._group_name = name
-
-    def getGroupName(self) -> str:  # noqa: N802
-        return self._group_name
-
-    def _set_group_name(self, name: str) -> None:
-        self._group_name = name
-
-    def setGroupDesc(self, desc: str) -> None:  # noqa: N802
-        self._group_desc = desc
-
-    def getGroupDesc(self) -> str:  # noqa: N802
-        return self._group_desc
-
-    def _set_group_desc(self, desc: str) -> None:
-        self._group_desc = desc
-
-    @property
-    def group_name(self) -> str:
-        return self._group_name
-
-    @property
-    def group_desc(self) -> str:
-        return self._group_desc
-
-    @property
-    def _device_types(self) -> list[torch.device]:
-        return [torch.device(BACKEND_NAME), torch.device("cpu")]
+    # identity (backend and group names): _identity.NeuronGroupIdentity
 
     def get_group_store(self):
         return self._store

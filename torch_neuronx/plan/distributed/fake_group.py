@@ -28,6 +28,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import FakeProcessGroup
 
 from ...distributed._flat import gather_pair, scatter_pair
+from ...distributed._identity import NeuronGroupIdentity
 from ...distributed._registration import BACKEND_NAME
 from . import memory
 
@@ -75,7 +76,7 @@ def _copy_chunks(output: torch.Tensor, input: torch.Tensor, size: int) -> None:
             chunk.copy_(input.reshape(-1))
 
 
-class DryRunProcessGroup(dist.ProcessGroup):
+class DryRunProcessGroup(NeuronGroupIdentity, dist.ProcessGroup):
     """A rank of a world that is not there: collectives complete locally, in no time, with no data."""
 
     def __init__(self, rank: int, size: int, timeout: timedelta | None = None) -> None:
@@ -86,45 +87,7 @@ class DryRunProcessGroup(dist.ProcessGroup):
         self._group_desc = ""
         self._coalesced: list | None = None
 
-    # ---- identity (as ProcessGroupNeuron: scripts that check the backend see "neuron") ------------
-    def getBackendName(self) -> str:  # noqa: N802 - C++ trampoline name
-        return BACKEND_NAME
-
-    def name(self) -> str:
-        return BACKEND_NAME
-
-    def _get_backend_name(self) -> str:
-        return BACKEND_NAME
-
-    def setGroupName(self, name: str) -> None:  # noqa: N802
-        self._group_name = name
-
-    def getGroupName(self) -> str:  # noqa: N802
-        return self._group_name
-
-    def _set_group_name(self, name: str) -> None:
-        self._group_name = name
-
-    def setGroupDesc(self, desc: str) -> None:  # noqa: N802
-        self._group_desc = desc
-
-    def getGroupDesc(self) -> str:  # noqa: N802
-        return self._group_desc
-
-    def _set_group_desc(self, desc: str) -> None:
-        self._group_desc = desc
-
-    @property
-    def group_name(self) -> str:
-        return self._group_name
-
-    @property
-    def group_desc(self) -> str:
-        return self._group_desc
-
-    @property
-    def _device_types(self) -> list[torch.device]:
-        return [torch.device(BACKEND_NAME), torch.device("cpu")]
+    # identity (backend and group names, as ProcessGroupNeuron): _identity.NeuronGroupIdentity
 
     def _get_backend(self, device=None):
         return self._backend
