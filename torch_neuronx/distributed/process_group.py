@@ -35,7 +35,6 @@ from ._p2p_check import P2P_CHECKED_TAGS, P2PChannel
 from ._host import host, host_list, host_lists
 from ._identity import NeuronGroupIdentity
 from ._work import NeuronWork
-from ._registration import BACKEND_NAME
 from ..numerics import collectives as _numerics  # integer sums through fp32 under TORCH_NEURONX_NUMERICS
 
 _dynamo_skip.install()  # compiled callers (DDP under torch.compile) run this transport eagerly

@@ -6,20 +6,14 @@
 """
 from __future__ import annotations
 
-import os
-import sys
 import threading
+
+from .._user_site import user_site  # numerics reports name the user's line
 
 _lock = threading.Lock()
 _sites: dict[tuple, dict] = {}
 _exposure: dict[tuple, int] = {}  # (kind, op) -> ops that used the dtype path, lossy or not
 
-# The torch and torch_neuronx package folders (not the repository holding torch_neuronx: a user's
-# script or test beside the package is a user site).
-_PACKAGE_DIRS = tuple(
-    os.path.dirname(os.path.abspath(p)) + os.sep
-    for p in (__import__("torch").__file__, os.path.dirname(os.path.abspath(__file__)))
-) + (os.path.abspath(__import__("typing_extensions").__file__),)  # @deprecated wrappers (all_reduce_coalesced)
 
 # What the user can do about each difference (trainium-facts.md A).
 ADVICE = {
@@ -36,17 +30,6 @@ MESSAGES = {
     "float64": "on Trainium float64 is computed as float32, this value is rounded",
     "fp8": "on Trainium (Neuron E4M3 range +-240) this float8_e4m3fn value is out of range",
 }
-
-
-def user_site() -> str:
-    """file:line of the innermost frame outside torch and torch_neuronx."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not filename.startswith(_PACKAGE_DIRS) and not filename.startswith("<frozen"):
-            return f"{filename}:{frame.f_lineno}"
-        frame = frame.f_back
-    return "<torch internals>"
 
 
 def record(kind: str, op: str, value: float, detail: str = "") -> None:

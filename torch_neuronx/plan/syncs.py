@@ -6,26 +6,10 @@ Each is a point where the host waits for the device on Trainium too (.item(), bo
 """
 from __future__ import annotations
 
-import os
-import sys
 import threading
 
+from .._user_site import user_site  # the user's line of a host sync or an error
 from . import config
-
-_SKIP = tuple(os.path.dirname(os.path.abspath(p)) + os.sep     # the torch and torch_neuronx packages
-              for p in (__import__("torch").__file__, os.path.dirname(os.path.abspath(__file__))))
-
-
-def user_site() -> str:
-    """file:line of the innermost frame outside torch and torch_neuronx."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not filename.startswith(_SKIP) and not filename.startswith("<frozen"):
-            return f"{filename}:{frame.f_lineno}"
-        frame = frame.f_back
-    return "<torch internals>"
-
 
 _KINDS = {"aten::_local_scalar_dense": "item", "aten::_to_copy": "to_host", "aten::copy_": "to_host"}
 

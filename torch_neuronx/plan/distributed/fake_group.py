@@ -29,7 +29,6 @@ from torch._C._distributed_c10d import FakeProcessGroup
 
 from ...distributed._flat import gather_pair, scatter_pair
 from ...distributed._identity import NeuronGroupIdentity
-from ...distributed._registration import BACKEND_NAME
 from . import memory
 
 
