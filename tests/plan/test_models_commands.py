@@ -80,13 +80,16 @@ def test_tp_x_fsdp_dry_run_equals_the_real_run(tiny_config_dir, plan_env, tmp_pa
     # TP x FSDP plan failed in the first sharded view ("shape '[32, 32]' is invalid for input of size 2048")
     argv = ["--config", tiny_config_dir, "--tp", "2", "--fsdp", "2", "--micro-batch", "1", "--seq-len", "32",
             "--instance", "trn2.3xlarge", "--lnc", "2"]
-    real = _run(train_main, argv[:-4], tmp_path)
-    dry_json = tmp_path / "dry.json"
-    env = dict(os.environ, TORCH_NEURONX_DRY_RUN_LARGE_BYTES="0")   # every op shape-only
-    p = subprocess.run([sys.executable, "-m", "torch_neuronx.plan", "train", *argv, "--json", str(dry_json)],
-                       env=env, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
-    dry = json.loads(dry_json.read_text())
+    def plan(name, *extra, env=None):
+        # each in a fresh process: a test process's earlier allocations would count in its peak
+        out = tmp_path / f"{name}.json"
+        p = subprocess.run([sys.executable, "-m", "torch_neuronx.plan", "train", *argv, *extra, "--json", str(out)],
+                           env=dict(os.environ, **(env or {})), capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+        return json.loads(out.read_text())
+
+    real = plan("real", "--real")
+    dry = plan("dry", env={"TORCH_NEURONX_DRY_RUN_LARGE_BYTES": "0"})   # every op shape-only
     assert dry["dry_run"] is True and real["dry_run"] is False
     assert dry["memory_breakdown_bytes_per_core"]["parameters"] == real["memory_breakdown_bytes_per_core"]["parameters"]
     assert dry["peak_hbm_bytes_per_core"] == pytest.approx(real["peak_hbm_bytes_per_core"], rel=0.01)
