@@ -84,7 +84,7 @@ def _start(folder, barrier, world):
                                  "TORCHINDUCTOR_COMPILE_THREADS": "1"})
 
 
-def test_killed_compile_then_four_concurrent_compiles_then_a_hit(tmp_path, monkeypatch):
+def test_killed_compile_then_concurrent_compiles_then_a_hit(tmp_path, monkeypatch):
     folder, barrier = tmp_path / "cache", tmp_path / "barrier"
     barrier.mkdir()
     expected = tiny_graph(tiny_input("cpu"))
@@ -97,8 +97,9 @@ def test_killed_compile_then_four_concurrent_compiles_then_a_hit(tmp_path, monke
     out, _ = victim.communicate(timeout=60)
     assert victim.returncode == -signal.SIGKILL and "RESULT" not in out, "the compile ended before the kill"
 
-    # 2. Four fresh processes compile the same graph into the same folder at once.
-    procs = [_start(folder, barrier, 4) for _ in range(4)]
+    # 2. Two fresh processes compile the same graph into the same folder at once (after a barrier):
+    # two writers race for one entry as four would; on CI's 2 cores four only queued for the CPU.
+    procs = [_start(folder, barrier, 2) for _ in range(2)]
     results = []
     for proc in procs:
         out, err = proc.communicate(timeout=400)
