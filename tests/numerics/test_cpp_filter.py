@@ -90,14 +90,14 @@ def _workload():
     big = torch.tensor([2**31 - 1, 5]).to(N)
     big + 1                                                                      # int64 from int64
     torch.arange(2**31, 2**31 + 2, device=N)                                     # int64 from a factory
-    torch.tensor([3], device=N) + 2**40                                          # Python int beyond 32 bits
+    torch.tensor([3], device=N) < 2**40                                          # Python int beyond 32 bits
     torch.tensor([2**33], dtype=torch.uint64).to(N)                              # uint64
     a = torch.full((2, 2), 4097, dtype=torch.int32, device=N)
     a @ a                                                                        # int32 matmul via fp32
     torch.zeros(2, dtype=torch.int64, device=N).index_add_(
         0, torch.tensor([0, 0], device=N), torch.tensor([2**24, 1], device=N))   # index_add via fp32
-    torch.tensor([1 / 3], dtype=torch.float64).to(N) * 3                         # float64
-    torch.tensor([1 / 3 + 1j], dtype=torch.complex128).to(N) * 3                 # complex128
+    torch.tensor([1 / 3], dtype=torch.float64).to(N) * 0.1                       # float64
+    torch.tensor([1 / 3 + 1j], dtype=torch.complex128).to(N) * 0.1               # complex128
     torch.tensor([300.0], device=N).to(torch.float8_e4m3fn)                      # fp8 beyond +-240
     torch.randn(3, 3, device=N).softmax(-1).sum()                                # float32: nothing
 
@@ -127,7 +127,7 @@ def test_findings_match_the_python_mode():
     kinds = {(kind, detail.split(" ")[0]) for kind, _, _, _, _, detail in via_filter}
     assert {("int64", "torch.int64"), ("int64", "Python"), ("int64", "torch.uint64"), ("int_via_fp32", "torch.int32"),
             ("int_via_fp32", "torch.int64"), ("float64", "max"), ("fp8", "torch.float8_e4m3fn")} <= kinds, via_filter
-    assert {op for _, op, *_ in via_filter} >= {"aten::add", "aten::arange", "aten::mm", "aten::index_add_",
+    assert {op for _, op, *_ in via_filter} >= {"aten::add", "aten::lt", "aten::arange", "aten::mm", "aten::index_add_",
                                                  "aten::mul", "aten::_to_copy"}
 
 
