@@ -110,7 +110,6 @@ def _findings(run):
 
 
 def test_findings_match_the_python_mode():
-    NumericsMode.skip_dynamo()
     mode = NumericsMode(NumericsConfig(mode="check"))
 
     def filtered():
