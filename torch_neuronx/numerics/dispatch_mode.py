@@ -7,7 +7,7 @@ without a neuron tensor of an affected dtype pass straight through. Host mode
 installs nothing.
 
 At startup it is not pushed as a Python mode but handed to the C++ filter
-(filter.py, csrc/numerics_filter.cpp), which calls `dispatch`/`produced` only for
+(cpp_filter.py, csrc/numerics_filter.cpp), which calls `dispatch`/`produced` only for
 the ops that could differ; pushed as a mode it behaves the same, at ~2x the cost.
 """
 from __future__ import annotations
