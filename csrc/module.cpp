@@ -7,6 +7,7 @@
 
 namespace torch_neuronx {
 void bind_tools(py::module& m);  // tools_bindings.cpp
+void bind_numerics_filter(py::module& m);  // numerics_filter.cpp
 namespace {
 
 void configure(std::vector<int64_t> capacities, int64_t default_device, std::string error) {
@@ -54,6 +55,7 @@ PYBIND11_MODULE(_C, m) {
       },
       "Allocate an uninitialised neuron tensor (compiled graphs' buffers).");
   tn::bind_tools(m);
+  tn::bind_numerics_filter(m);
   m.def("_drain_autograd_workers", &tn::drain_autograd_workers,
         py::call_guard<py::gil_scoped_release>());
 }

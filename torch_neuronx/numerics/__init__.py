@@ -1,8 +1,9 @@
 """Trainium numerics on the virtual core: TORCH_NEURONX_NUMERICS=host|check|trainium.
 
 `install()` runs at startup (registration). In host mode it only reads the
-environment; check and trainium push one dispatch mode (dispatch_mode.py) for the
-life of the process. See docs/numerics.md.
+environment; check and trainium install one dispatch mode (dispatch_mode.py) for the
+life of the process, behind the C++ filter (cpp_filter.py) that keeps ops which
+cannot differ out of Python. See docs/numerics.md.
 """
 from __future__ import annotations
 
@@ -46,11 +47,14 @@ def install() -> None:
             f"(now {cfg.mode}); rounding stays round-to-nearest-even.", RuntimeWarning, stacklevel=2)
     if cfg.mode == "host" or _state["mode"] is not None:
         return
+    from . import cpp_filter
     from .dispatch_mode import NumericsMode
 
     NumericsMode.skip_dynamo()
     numerics_mode = NumericsMode(cfg)
-    numerics_mode.__enter__()  # never exited: the mode lasts as long as the process
+    # Never left: the mode lasts as long as the process.
+    if not cpp_filter.enable(numerics_mode):
+        numerics_mode.__enter__()  # this torch uses the filter's dispatch key: a Python mode, slower
     _state["mode"] = numerics_mode
     if cfg.mode == "check" and cfg.report_at_exit:
         atexit.register(_report_at_exit)

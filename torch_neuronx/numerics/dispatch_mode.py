@@ -5,6 +5,10 @@ and backward, explicit kernels included, and the ops of compiled graphs
 (the backend runs them op by op in these modes: compiler/backend.py). Ops
 without a neuron tensor of an affected dtype pass straight through. Host mode
 installs nothing.
+
+At startup it is not pushed as a Python mode but handed to the C++ filter
+(cpp_filter.py, csrc/numerics_filter.cpp), which calls `dispatch`/`produced` only for
+the ops that could differ; pushed as a mode it behaves the same, at ~2x the cost.
 """
 from __future__ import annotations
 
@@ -72,34 +76,30 @@ class NumericsMode(TorchDispatchMode):
         return True  # Dynamo still compiles; graphs run their ops through this mode
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        # Fast path, taken by almost every op of a float32/bf16 model: no
-        # argument of a watched dtype. Kept to a few attribute reads per argument.
+        return self.dispatch(func, args, kwargs or {})
+
+    def _inputs_watched(self, args, kwargs) -> bool:
+        # Almost every op of a float32/bf16 model has no argument of a watched
+        # dtype. Kept to a few attribute reads per argument. The C++ filter
+        # (csrc/numerics_filter.cpp) hands over a superset of the ops this accepts.
         watch = self.watch
-        hit = False
         # CPU tensors (such as the float64 0-dim tensor a Python scalar becomes) do not count.
         for a in args:
             if isinstance(a, torch.Tensor):
                 if a.dtype in watch and a.device.type == "neuron":
-                    hit = True
-                    break
+                    return True
             elif isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor):
                 if any(isinstance(t, torch.Tensor) and t.dtype in watch and t.device.type == "neuron" for t in a):
-                    hit = True
-                    break
-        if kwargs:
-            if not hit:
-                hit = kwargs.get("dtype") in watch or any(
-                    isinstance(v, torch.Tensor) and v.dtype in watch and v.device.type == "neuron"
-                    for v in kwargs.values())
-        else:
-            kwargs = {}
-        if not hit:
-            out = func(*args, **kwargs)
-            # Factories and ops such as argmax produce a watched dtype from others.
-            if (isinstance(out, torch.Tensor) and out.dtype in watch and recompute.is_plain_neuron(out)
-                    and func._schema.name not in _UNINITIALISED):
-                return self._after(func, args, kwargs, out, _tensors(args, kwargs), None)
-            return out
+                    return True
+        return bool(kwargs) and (kwargs.get("dtype") in watch or any(
+            isinstance(v, torch.Tensor) and v.dtype in watch and v.device.type == "neuron"
+            for v in kwargs.values()))
+
+    def dispatch(self, func, args, kwargs):
+        """Run one op as Trainium would be checked/emulated: the mode's __torch_dispatch__,
+        and what the C++ filter calls for an op with a watched neuron tensor or dtype argument."""
+        if not self._inputs_watched(args, kwargs):
+            return self.produced(func, args, kwargs, func(*args, **kwargs))
         if recompute.returns_view(func) or func._schema.name in _UNINITIALISED:
             return func(*args, **kwargs)
         tensors = _tensors(args, kwargs)
@@ -122,6 +122,14 @@ class NumericsMode(TorchDispatchMode):
         out = func(*args, **kwargs)
         return self._after(func, args, kwargs, out, tensors, snapshot)
 
+    def produced(self, func, args, kwargs, out):
+        """An op without watched inputs has run; factories and ops such as argmax still
+        produce a watched dtype from others (the C++ filter calls this for those)."""
+        if (isinstance(out, torch.Tensor) and out.dtype in self.watch and recompute.is_plain_neuron(out)
+                and func._schema.name not in _UNINITIALISED):
+            return self._after(func, args, kwargs, out, _tensors(args, kwargs), None)
+        return out
+
     @classmethod
     def skip_dynamo(cls) -> None:
         """Dynamo must never trace the mode (ops of a compiled graph reach it while
@@ -131,8 +139,8 @@ class NumericsMode(TorchDispatchMode):
         from torch._C._dynamo.eval_frame import set_code_exec_strategy
         from torch._dynamo.types import FrameAction, FrameExecStrategy
 
-        set_code_exec_strategy(cls.__torch_dispatch__.__code__,
-                               FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP))
+        for method in (cls.__torch_dispatch__, cls.dispatch, cls.produced):  # the C++ filter calls the last two
+            set_code_exec_strategy(method.__code__, FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP))
 
     def _after(self, func, args, kwargs, out, tensors, snapshot):
         outs = recompute.neuron_outputs(func, args, kwargs, out)
