@@ -63,7 +63,7 @@ def main(argv=None) -> int:
                else f"{r['ratio']:.3f}x CPU")
         lines.append((f"{r['case']} (eager)", now, r["target"], r["ok"], r["clock"]))
     for r in compile_decoder.rows(rounds, args.threads, args.clock):
-        lines.append((r["case"], f"{r['value']:.3f}{r['unit'][1:]}",
+        lines.append((r["case"], f"{r['value']:.3f}{r['unit']}",
                       f"bound {r['bound']:.2f}x, target <= {r['target']}x", r["ok"], r["clock"]))
     print(f"\nissue 20, measured in one run ({args.threads} thread(s), load {os.getloadavg()[0]:.1f})")
     print(f"{'case':<52}{'now':<26}{'bound / target':<34}{'clock':<7}verdict")
