@@ -26,6 +26,8 @@ class _Registry:
         self.params: dict[int, weakref.ref] = {}
         self.buffers: dict[int, weakref.ref] = {}
         self.optimizers: weakref.WeakSet = weakref.WeakSet()
+        self.steps_done = 0          # optimizer.step() calls finished (any optimizer)
+        self.in_optimizer = 0        # > 0 while an optimizer.step() runs
         self._handles: list = []
 
     def install(self) -> None:
@@ -45,10 +47,16 @@ class _Registry:
             for group in opt.param_groups:
                 for p in group["params"]:
                     self.params.setdefault(id(p), weakref.ref(p))
+            self.in_optimizer += 1
+
+        def after_step(_opt, _args, _kwargs):
+            self.in_optimizer = max(0, self.in_optimizer - 1)
+            self.steps_done += 1
 
         self._handles = [nn_module.register_module_parameter_registration_hook(on_param),
                          nn_module.register_module_buffer_registration_hook(on_buffer),
-                         _optim.register_optimizer_step_pre_hook(on_step)]
+                         _optim.register_optimizer_step_pre_hook(on_step),
+                         _optim.register_optimizer_step_post_hook(after_step)]
 
     def remove(self) -> None:
         for h in self._handles:
@@ -96,6 +104,15 @@ def _tensors_in(obj, depth: int = 3) -> list:
     return []
 
 
+def _innermost_module() -> str | None:
+    """The deepest module running now, from the estimate's ModTracker (None outside modules)."""
+    from ..estimate import state
+
+    tracker = getattr(state.active, "_tracker", None)
+    parents = [p for p in getattr(tracker, "parents", ()) if p != "Global"]
+    return max(parents, key=lambda name: (name.count("."), len(name))) if parents else None
+
+
 def _storage_sum(tensors, device: int, seen: set) -> int:
     total = 0
     for t in tensors:
@@ -117,6 +134,7 @@ class Memory:
         self.watching = False
         self._snap_at: dict[int, int] = {}
         self.breakdown: dict[int, dict] = {}
+        self.peak_at: dict[int, dict] = {}   # per core: where the run was at the breakdown's moment
         self.oom: dict | None = None
 
     def start(self) -> None:
@@ -135,6 +153,21 @@ class Memory:
         if now * 100 >= self._snap_at.get(device, 0) * 101 and now > 0:
             self._snap_at[device] = now
             self.breakdown[device] = self.categorise(device, now)
+            self.peak_at[device] = self.where()
+
+    def where(self) -> dict:
+        """The phase (forward, backward, optimizer), the step and the module running now. `step` is
+        1-based: the optimizer step this moment belongs to (steps finished + 1); so a peak in
+        `step 2`'s forward comes after step 1's `zero_grad(set_to_none=True)` dropped the gradients."""
+        reg = self.registry
+        if reg.in_optimizer:
+            phase = "optimizer"
+        elif torch._C._current_graph_task_id() != -1:   # inside autograd's engine
+            phase = "backward"
+        else:
+            phase = "forward"
+        return {"phase": phase, "step": reg.steps_done + 1, "optimizer_steps_done": reg.steps_done,
+                "module": _innermost_module()}
 
     def categorise(self, device: int, allocated: int) -> dict:
         reg = self.registry
@@ -155,6 +188,7 @@ class Memory:
             device = torch.neuron.current_device()
             self.oom = {"device": device, "site": site, "message": str(err).split("\n")[0]}
             self.breakdown[device] = self.categorise(device, torch.accelerator.memory_allocated(device))
+            self.peak_at[device] = self.where()
 
     def per_core(self) -> list[dict]:
         from .. import _C
@@ -170,5 +204,6 @@ class Memory:
             rows.append({"device": d, "peak_allocated_bytes": peak, "peak_reserved_bytes": reserved,
                          "capacity_bytes": capacity, "headroom_bytes": capacity - reserved,
                          "fits": oom is None, "oom": oom,
-                         "breakdown": self.breakdown.get(d, {k: 0 for k in CATEGORIES})})
+                         "breakdown": self.breakdown.get(d, {k: 0 for k in CATEGORIES}),
+                         "peak_at": self.peak_at.get(d)})
         return rows
