@@ -37,6 +37,11 @@ def test_peak_in_a_later_forward_says_so_and_why_gradients_are_zero():
     assert core["breakdown"]["gradients"] == 0
     text = markdown(run.report())
     assert "peaks in step 2's forward" in text and "zero_grad(set_to_none=True)" in text
+    # the merged report of a distributed plan says the same for each rank run
+    from torch_neuronx.plan.distributed import merge
+
+    merged = merge.markdown(merge.merge({0: run.report()}, world_size=1, nnodes=1, nproc_per_node=1))
+    assert "rank 0 at its peak: parameters" in merged and "peaks in step 2's forward" in merged
 
 
 def test_peak_in_the_optimizer_step_and_in_backward():
