@@ -63,3 +63,17 @@ def test_peak_in_the_optimizer_step_and_in_backward():
     at = _core(run)["peak_at"]
     assert at["phase"] == "backward" and at["optimizer_steps_done"] == 0
     assert "peaks in the backward before any optimizer step" in markdown(run.report())
+
+
+def test_module_to_can_swap_parameters_during_a_dry_run():
+    """The breakdown's registry holds no weak reference to a tensor: module.to() swaps wrapper-subclass
+    parameters (TP DTensors) with torch.utils.swap_tensors, which refuses a tensor that has one."""
+    with plan.dry_run() as run:
+        model = torch.nn.Linear(8, 8)     # its parameters registered while the dry run watches
+        torch.__future__.set_swap_module_params_on_conversion(True)
+        try:
+            model.to("neuron")
+        finally:
+            torch.__future__.set_swap_module_params_on_conversion(False)
+    assert model.weight.device.type == "neuron"
+    assert _core(run)["breakdown"]["parameters"] > 0    # still found through its module

@@ -20,11 +20,18 @@ CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "kv_c
 
 
 class _Registry:
-    """Weak references to parameters, buffers and optimizers as modules and optimizers create them."""
+    """The modules and optimizers that hold parameters and buffers, as they are created.
+
+    Weak references go to the modules and optimizers, never to the tensors: a tensor with a weak
+    reference cannot be swapped, and `module.to()` swaps wrapper-subclass parameters (a DTensor of
+    diffusers' or transformers' TP) with `torch.utils.swap_tensors`, so a dry run must not hold one.
+    Reading the modules' `_parameters` at the peak also sees parameters replaced since. Modules are
+    found when they register a parameter or buffer, or run a forward (built before the dry run).
+    """
 
     def __init__(self) -> None:
-        self.params: dict[int, weakref.ref] = {}
-        self.buffers: dict[int, weakref.ref] = {}
+        self.modules: weakref.WeakSet = weakref.WeakSet()      # modules that registered a parameter
+        self.buffer_modules: weakref.WeakSet = weakref.WeakSet()
         self.optimizers: weakref.WeakSet = weakref.WeakSet()
         self.steps_done = 0          # optimizer.step() calls finished (any optimizer)
         self.in_optimizer = 0        # > 0 while an optimizer.step() runs
@@ -34,19 +41,22 @@ class _Registry:
         from torch.nn.modules import module as nn_module
         from torch.optim import optimizer as _optim
 
-        def on_param(_mod, _name, p):
+        def on_param(mod, _name, p):
             if p is not None:
-                self.params[id(p)] = weakref.ref(p)
+                self.modules.add(mod)
 
-        def on_buffer(_mod, _name, b):
+        def on_buffer(mod, _name, b):
             if b is not None:
-                self.buffers[id(b)] = weakref.ref(b)
+                self.buffer_modules.add(mod)
+
+        def on_forward(mod, _args):   # a module built before the dry run began is found when it runs
+            if mod._parameters:
+                self.modules.add(mod)
+            if mod._buffers:
+                self.buffer_modules.add(mod)
 
         def on_step(opt, _args, _kwargs):
             self.optimizers.add(opt)
-            for group in opt.param_groups:
-                for p in group["params"]:
-                    self.params.setdefault(id(p), weakref.ref(p))
             self.in_optimizer += 1
 
         def after_step(_opt, _args, _kwargs):
@@ -55,6 +65,7 @@ class _Registry:
 
         self._handles = [nn_module.register_module_parameter_registration_hook(on_param),
                          nn_module.register_module_buffer_registration_hook(on_buffer),
+                         nn_module.register_module_forward_pre_hook(on_forward),
                          _optim.register_optimizer_step_pre_hook(on_step),
                          _optim.register_optimizer_step_post_hook(after_step)]
 
@@ -63,15 +74,16 @@ class _Registry:
             h.remove()
         self._handles = []
 
-    def live(self, refs: dict) -> list:
-        out = []
-        for key, ref in list(refs.items()):
-            t = ref()
-            if t is None:
-                del refs[key]
-            else:
-                out.append(t)
-        return out
+    def params(self) -> list:
+        """Live parameters: the registered modules' and the stepped optimizers' (each once)."""
+        found = {id(p): p for m in list(self.modules) for p in m._parameters.values() if p is not None}
+        for opt in list(self.optimizers):
+            for group in opt.param_groups:
+                found.update((id(p), p) for p in group["params"])
+        return list(found.values())
+
+    def buffers(self) -> list:
+        return [b for m in list(self.buffer_modules) for b in m._buffers.values() if b is not None]
 
 
 def _kv_caches() -> list:
@@ -172,13 +184,13 @@ class Memory:
     def categorise(self, device: int, allocated: int) -> dict:
         reg = self.registry
         seen: set = set()
-        params = reg.live(reg.params)
+        params = reg.params()
         out = {"parameters": _storage_sum(params, device, seen)}
         out["gradients"] = _storage_sum([p.grad for p in params if p.grad is not None], device, seen)
         opt_state = [t for opt in list(reg.optimizers) for s in opt.state.values() for t in _tensors_in(s, 2)]
         out["optimizer_state"] = _storage_sum(opt_state, device, seen)
         out["kv_cache"] = _storage_sum([t for c in _kv_caches() for t in _tensors_in(c)], device, seen)
-        out["other"] = _storage_sum(reg.live(reg.buffers), device, seen)
+        out["other"] = _storage_sum(reg.buffers(), device, seen)
         out["activations"] = max(0, allocated - sum(out.values()))
         out["at_allocated_bytes"] = allocated
         return {k: out[k] for k in (*CATEGORIES, "at_allocated_bytes")}
