@@ -14,12 +14,8 @@ import json
 from collections import defaultdict
 
 
-def draw(trace: str, out: str, title: str = "", window: tuple[float, float] | None = None) -> dict:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def timeline(trace: str, window: tuple[float, float] | None = None) -> tuple[str, dict, dict]:
+    """(first core's track name, {kind: [(start s, duration s)]} within the window, {kind: total s})."""
     events = json.load(open(trace))["traceEvents"]
     if not events:
         raise SystemExit(f"plan_trace_picture: {trace} has no events")
@@ -34,6 +30,16 @@ def draw(trace: str, out: str, title: str = "", window: tuple[float, float] | No
         if window and (start + dur < window[0] or start > window[1]):
             continue
         rows[e["cat"]].append((start, dur))
+    return core, dict(rows), dict(seconds)
+
+
+def draw(trace: str, out: str, title: str = "", window: tuple[float, float] | None = None) -> dict:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    core, rows, seconds = timeline(trace, window)
     cats = sorted(rows, key=lambda c: -seconds[c])
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(14, 0.45 * len(cats) + 1.8), width_ratios=(4, 1), sharey=True)
     colors = plt.get_cmap("tab20")
@@ -49,7 +55,7 @@ def draw(trace: str, out: str, title: str = "", window: tuple[float, float] | No
     fig.suptitle(title or f"{core}: estimated timeline")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
-    return dict(seconds)
+    return seconds
 
 
 def main() -> int:
