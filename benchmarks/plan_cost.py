@@ -3,9 +3,10 @@ model-level plans against the size of the model, per layer, so a user can tell w
 
 For each plan (train, generate) and each layer count, `python -m torch_neuronx.plan train|generate`
 runs in a fresh process on the config with `num_hidden_layers` overridden; its wall time and peak
-RSS (`os.wait4`'s rusage of that child) are printed. The baseline is the smallest layer count of the
-same run: each row prints its ratio to it, and the per-layer cost is the slope between the smallest
-and the largest count (wall s and MiB of RSS per layer), extrapolated to `--extrapolate` layers.
+RSS and CPU time (`os.wait4`'s rusage of that child) are printed. The baseline is the smallest layer count of the
+same run: each row prints its ratio to it (CPU time: wall time depends on how busy a shared host is),
+and the per-layer cost is the slope between the smallest and the largest count (CPU s, wall s and MiB
+of RSS per layer), extrapolated to `--extrapolate` layers.
 
     python benchmarks/plan_cost.py                                   # Qwen3-8B config, dry run
     python benchmarks/plan_cost.py --layers 1,2,4 --real --width 256  # without the dry-run core: a
@@ -45,8 +46,9 @@ def _config_dir(src: str, layers: int, width: int | None, tmp: str) -> str:
     return out
 
 
-def _run(cmd: list[str], timeout: float) -> tuple[float, int, int]:
-    """(wall s, peak RSS bytes, exit code) of one child."""
+def _run(cmd: list[str], timeout: float) -> tuple[float, float, int, int]:
+    """(wall s, CPU s, peak RSS bytes, exit code) of one child (CPU: user + system, the figure that
+    does not depend on how busy a shared host is)."""
     env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -65,7 +67,7 @@ def _run(cmd: list[str], timeout: float) -> tuple[float, int, int]:
     if proc.returncode not in (0, 1):   # 1: the plan ran and does not fit
         err = proc.stderr.read().strip().splitlines()
         print(f"  ! exit {proc.returncode}: {err[-1] if err else ''}", file=sys.stderr)
-    return wall, usage.ru_maxrss * 1024, proc.returncode
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024, proc.returncode
 
 
 def main() -> int:
@@ -88,7 +90,7 @@ def main() -> int:
     layers = sorted(int(v) for v in args.layers.split(","))
     print(f"plan cost: {args.config} (width {args.width or 'as configured'}), {args.instance}, "
           f"{'real run' if args.real else 'dry run'}; baseline = {layers[0]} layer(s)")
-    print(f"{'plan':9} {'layers':>6} {'wall s':>8} {'x base':>7} {'peak RSS MiB':>13} {'x base':>7} exit")
+    print(f"{'plan':9} {'layers':>6} {'wall s':>8} {'CPU s':>7} {'x base':>7} {'peak RSS MiB':>13} {'x base':>7} exit")
     with tempfile.TemporaryDirectory() as tmp:
         for plan in args.plans.split(","):
             rows = []
@@ -103,17 +105,19 @@ def main() -> int:
                     cmd += ["--input-tokens", str(args.input_tokens), "--output-tokens", str(args.output_tokens)]
                 if args.real:
                     cmd.append("--real")
-                wall, rss, code = _run(cmd, args.timeout)
-                rows.append((n, wall, rss))
-                base_wall, base_rss = rows[0][1], rows[0][2]
-                print(f"{plan:9} {n:6d} {wall:8.1f} {wall / base_wall:7.2f} {rss / 2**20:13.0f} "
+                wall, cpu, rss, code = _run(cmd, args.timeout)
+                rows.append((n, wall, cpu, rss))
+                base_cpu, base_rss = rows[0][2], rows[0][3]
+                print(f"{plan:9} {n:6d} {wall:8.1f} {cpu:7.1f} {cpu / base_cpu:7.2f} {rss / 2**20:13.0f} "
                       f"{rss / base_rss:7.2f} {code}", flush=True)
-            if len(rows) > 1:
-                (n0, w0, r0), (n1, w1, r1) = rows[0], rows[-1]
-                dw, dr = (w1 - w0) / (n1 - n0), (r1 - r0) / (n1 - n0)
-                print(f"{plan:9} per layer: {dw:.2f} s, {dr / 2**20:.0f} MiB RSS; fixed: {w0 - dw * n0:.1f} s, "
-                      f"{(r0 - dr * n0) / 2**20:.0f} MiB; at {args.extrapolate} layers about "
-                      f"{w0 + dw * (args.extrapolate - n0):.0f} s and {(r0 + dr * (args.extrapolate - n0)) / 2**30:.1f} GiB")
+            if len(rows) > 1:   # a line through the smallest and the largest count
+                (n0, w0, c0, r0), (n1, w1, c1, r1) = rows[0], rows[-1]
+                dw, dc, dr = ((b - a) / (n1 - n0) for a, b in ((w0, w1), (c0, c1), (r0, r1)))
+                at = args.extrapolate - n0
+                print(f"{plan:9} per layer: {dc:.2f} CPU s ({dw:.2f} wall s), {dr / 2**20:.0f} MiB RSS; fixed: "
+                      f"{c0 - dc * n0:.1f} CPU s, {(r0 - dr * n0) / 2**20:.0f} MiB; at {args.extrapolate} layers "
+                      f"about {c0 + dc * at:.0f} CPU s ({w0 + dw * at:.0f} wall s here) and "
+                      f"{(r0 + dr * at) / 2**30:.2f} GiB RSS", flush=True)
     return 0
 
 

@@ -75,7 +75,8 @@ def _load_pipeline(args, model_dir, mesh, dtype):
 
     from torch_neuronx.compat.diffusers import tiny_qwenimage21 as tiny
 
-    extra = {"processor": tiny.TextOnlyProcessor(), "text_encoder": None} if args.tiny else {}
+    # no text encoder on the device (prompt embeddings come from the CPU) and a text-only processor
+    extra = {"processor": tiny.TextOnlyProcessor(), "text_encoder": None} if args.tiny or args.config_only else {}
     if args.tp_path == "load":
         transformer = QwenImage21Transformer2DModel.from_pretrained(
             model_dir, subfolder="transformer", dtype=dtype, parallel_config=TensorParallelConfig(mesh=mesh))
@@ -109,6 +110,9 @@ def main(argv=None) -> int:
     p.add_argument("--model", help="pipeline folder (Qwen-Image-2.1 layout)")
     p.add_argument("--tiny", action="store_true", help="build a tiny local pipeline first (offline)")
     p.add_argument("--tiny-dir", default=os.path.join(tempfile.gettempdir(), "torch_neuronx_tiny_qwenimage21"))
+    p.add_argument("--config-only", action="store_true",
+                   help="--model is a folder of configs and weightless checkpoints (examples/qwen_image_config_only.py, "
+                        "for a dry run: python -m torch_neuronx.plan run); no text encoder or processor is loaded")
     p.add_argument("--tp-path", choices=("load", "memory", "scatter"), default="load")
     p.add_argument("--compile", action="store_true", help="compile_repeated_blocks(backend='neuron', ...)")
     p.add_argument("--no-kv-cache", action="store_true", help="use_kv_cache=False: one block graph per shape")
@@ -139,9 +143,11 @@ def main(argv=None) -> int:
         if rank == 0:
             tiny.build(model_dir)
         dist.barrier()
-    embeds = tiny.prompt_embeds().to(dtype)  # stands in for the CPU text encoder's output
+    transformer_config = json.load(open(os.path.join(model_dir, "transformer", "config.json")))
+    # stands in for the CPU text encoder's output, as wide as the transformer's context input
+    embeds = tiny.prompt_embeds(dim=transformer_config["context_in_dim"]).to(dtype)
 
-    heads = json.load(open(os.path.join(model_dir, "transformer", "config.json")))["num_attention_heads"]
+    heads = transformer_config["num_attention_heads"]
     if heads % world:
         raise SystemExit(f"TP degree {world} does not divide the transformer's {heads} attention heads: run with "
                          f"--nproc-per-node in {[d for d in range(1, heads + 1) if heads % d == 0]}")

@@ -53,3 +53,14 @@ def test_small_ops_run_for_real_and_large_ones_read_as_zeros():
         assert bool((big @ big.T).shape == (512, 512))
     kinds = {(s["kind"], s["count"]) for s in run.report()["host_syncs"]}
     assert ("item", 1) in kinds
+
+
+def test_indexing_a_large_tensor_by_integer_positions_is_shape_only():
+    """aten::index carries the dynamic-output-shape tag for boolean masks; integer indices have a
+    static result shape (diffusers' rotary `freqs[frame_index]`), so a dry run computes it."""
+    with plan.dry_run():
+        table = torch.ones(2048, 1024, device="neuron")          # 8 MiB: phantom, shape-only
+        rows = table[torch.tensor([0, 5, 7, 5], device="neuron")]
+        assert rows.shape == (4, 1024) and rows.device.type == "neuron"
+        with pytest.raises(plan.DryRunError, match="aten::index.*depends on tensor values"):
+            table[table[:, 0] > 0]                                # a mask of phantom values: unknowable

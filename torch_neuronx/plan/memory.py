@@ -20,50 +20,70 @@ CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "kv_c
 
 
 class _Registry:
-    """Weak references to parameters, buffers and optimizers as modules and optimizers create them."""
+    """The modules and optimizers that hold parameters and buffers, as they are created.
+
+    Weak references go to the modules and optimizers, never to the tensors: a tensor with a weak
+    reference cannot be swapped, and `module.to()` swaps wrapper-subclass parameters (a DTensor of
+    diffusers' or transformers' TP) with `torch.utils.swap_tensors`, so a dry run must not hold one.
+    Reading the modules' `_parameters` at the peak also sees parameters replaced since. Modules are
+    found when they register a parameter or buffer, or run a forward (built before the dry run).
+    """
 
     def __init__(self) -> None:
-        self.params: dict[int, weakref.ref] = {}
-        self.buffers: dict[int, weakref.ref] = {}
+        self.modules: weakref.WeakSet = weakref.WeakSet()      # modules that registered a parameter
+        self.buffer_modules: weakref.WeakSet = weakref.WeakSet()
         self.optimizers: weakref.WeakSet = weakref.WeakSet()
+        self.steps_done = 0          # optimizer.step() calls finished (any optimizer)
+        self.in_optimizer = 0        # > 0 while an optimizer.step() runs
         self._handles: list = []
 
     def install(self) -> None:
         from torch.nn.modules import module as nn_module
         from torch.optim import optimizer as _optim
 
-        def on_param(_mod, _name, p):
+        def on_param(mod, _name, p):
             if p is not None:
-                self.params[id(p)] = weakref.ref(p)
+                self.modules.add(mod)
 
-        def on_buffer(_mod, _name, b):
+        def on_buffer(mod, _name, b):
             if b is not None:
-                self.buffers[id(b)] = weakref.ref(b)
+                self.buffer_modules.add(mod)
+
+        def on_forward(mod, _args):   # a module built before the dry run began is found when it runs
+            if mod._parameters:
+                self.modules.add(mod)
+            if mod._buffers:
+                self.buffer_modules.add(mod)
 
         def on_step(opt, _args, _kwargs):
             self.optimizers.add(opt)
-            for group in opt.param_groups:
-                for p in group["params"]:
-                    self.params.setdefault(id(p), weakref.ref(p))
+            self.in_optimizer += 1
+
+        def after_step(_opt, _args, _kwargs):
+            self.in_optimizer = max(0, self.in_optimizer - 1)
+            self.steps_done += 1
 
         self._handles = [nn_module.register_module_parameter_registration_hook(on_param),
                          nn_module.register_module_buffer_registration_hook(on_buffer),
-                         _optim.register_optimizer_step_pre_hook(on_step)]
+                         nn_module.register_module_forward_pre_hook(on_forward),
+                         _optim.register_optimizer_step_pre_hook(on_step),
+                         _optim.register_optimizer_step_post_hook(after_step)]
 
     def remove(self) -> None:
         for h in self._handles:
             h.remove()
         self._handles = []
 
-    def live(self, refs: dict) -> list:
-        out = []
-        for key, ref in list(refs.items()):
-            t = ref()
-            if t is None:
-                del refs[key]
-            else:
-                out.append(t)
-        return out
+    def params(self) -> list:
+        """Live parameters: the registered modules' and the stepped optimizers' (each once)."""
+        found = {id(p): p for m in list(self.modules) for p in m._parameters.values() if p is not None}
+        for opt in list(self.optimizers):
+            for group in opt.param_groups:
+                found.update((id(p), p) for p in group["params"])
+        return list(found.values())
+
+    def buffers(self) -> list:
+        return [b for m in list(self.buffer_modules) for b in m._buffers.values() if b is not None]
 
 
 def _kv_caches() -> list:
@@ -96,6 +116,15 @@ def _tensors_in(obj, depth: int = 3) -> list:
     return []
 
 
+def _innermost_module() -> str | None:
+    """The deepest module running now, from the estimate's ModTracker (None outside modules)."""
+    from ..estimate import state
+
+    tracker = getattr(state.active, "_tracker", None)
+    parents = [p for p in getattr(tracker, "parents", ()) if p != "Global"]
+    return max(parents, key=lambda name: (name.count("."), len(name))) if parents else None
+
+
 def _storage_sum(tensors, device: int, seen: set) -> int:
     total = 0
     for t in tensors:
@@ -117,6 +146,7 @@ class Memory:
         self.watching = False
         self._snap_at: dict[int, int] = {}
         self.breakdown: dict[int, dict] = {}
+        self.peak_at: dict[int, dict] = {}   # per core: where the run was at the breakdown's moment
         self.oom: dict | None = None
 
     def start(self) -> None:
@@ -135,17 +165,32 @@ class Memory:
         if now * 100 >= self._snap_at.get(device, 0) * 101 and now > 0:
             self._snap_at[device] = now
             self.breakdown[device] = self.categorise(device, now)
+            self.peak_at[device] = self.where()
+
+    def where(self) -> dict:
+        """The phase (forward, backward, optimizer), the step and the module running now. `step` is
+        1-based: the optimizer step this moment belongs to (steps finished + 1); so a peak in
+        `step 2`'s forward comes after step 1's `zero_grad(set_to_none=True)` dropped the gradients."""
+        reg = self.registry
+        if reg.in_optimizer:
+            phase = "optimizer"
+        elif torch._C._current_graph_task_id() != -1:   # inside autograd's engine
+            phase = "backward"
+        else:
+            phase = "forward"
+        return {"phase": phase, "step": reg.steps_done + 1, "optimizer_steps_done": reg.steps_done,
+                "module": _innermost_module()}
 
     def categorise(self, device: int, allocated: int) -> dict:
         reg = self.registry
         seen: set = set()
-        params = reg.live(reg.params)
+        params = reg.params()
         out = {"parameters": _storage_sum(params, device, seen)}
         out["gradients"] = _storage_sum([p.grad for p in params if p.grad is not None], device, seen)
         opt_state = [t for opt in list(reg.optimizers) for s in opt.state.values() for t in _tensors_in(s, 2)]
         out["optimizer_state"] = _storage_sum(opt_state, device, seen)
         out["kv_cache"] = _storage_sum([t for c in _kv_caches() for t in _tensors_in(c)], device, seen)
-        out["other"] = _storage_sum(reg.live(reg.buffers), device, seen)
+        out["other"] = _storage_sum(reg.buffers(), device, seen)
         out["activations"] = max(0, allocated - sum(out.values()))
         out["at_allocated_bytes"] = allocated
         return {k: out[k] for k in (*CATEGORIES, "at_allocated_bytes")}
@@ -155,6 +200,7 @@ class Memory:
             device = torch.neuron.current_device()
             self.oom = {"device": device, "site": site, "message": str(err).split("\n")[0]}
             self.breakdown[device] = self.categorise(device, torch.accelerator.memory_allocated(device))
+            self.peak_at[device] = self.where()
 
     def per_core(self) -> list[dict]:
         from .. import _C
@@ -170,5 +216,6 @@ class Memory:
             rows.append({"device": d, "peak_allocated_bytes": peak, "peak_reserved_bytes": reserved,
                          "capacity_bytes": capacity, "headroom_bytes": capacity - reserved,
                          "fits": oom is None, "oom": oom,
-                         "breakdown": self.breakdown.get(d, {k: 0 for k in CATEGORIES})})
+                         "breakdown": self.breakdown.get(d, {k: 0 for k in CATEGORIES}),
+                         "peak_at": self.peak_at.get(d)})
         return rows

@@ -43,6 +43,15 @@ def _is_neuron(t) -> bool:
     return isinstance(t, torch.Tensor) and t.device.type == "neuron"
 
 
+def _integer_index(func, args) -> bool:
+    """aten::index by integer tensors only (`freqs[positions]`): its result has the indices' shape,
+    so the meta kernel knows it; only boolean masks make aten::index's shape depend on values."""
+    if func._schema.name != "aten::index" or len(args) < 2:
+        return False
+    return all(i is None or (isinstance(i, torch.Tensor) and not i.is_floating_point()
+                             and i.dtype not in (torch.bool, torch.uint8)) for i in args[1])
+
+
 def _storage_bytes(t: torch.Tensor) -> int:
     try:
         return t.untyped_storage().nbytes()
@@ -127,7 +136,7 @@ class DryRunMode(TorchDispatchMode):
                        if isinstance(m, torch.Tensor)):
                 return self._real(func, args, kwargs)
         else:
-            if _DYNAMIC in func.tags:
+            if _DYNAMIC in func.tags and not _integer_index(func, args):
                 raise DryRunError(
                     f"{name} (at {syncs.user_site()}) has an output shape that depends on tensor values, "
                     "which a dry run does not have. Make the shape static (a mask with torch.where, "

@@ -94,6 +94,21 @@ def _t(s) -> str:
     return f"{s * 1e6:.1f} us"
 
 
+def _where_text(core: dict) -> str:
+    """Which step and phase the breakdown is taken at ("neuron:0 peaks in step 2's forward"), so that
+    a breakdown without gradients (dropped by zero_grad(set_to_none=True) before a forward) reads right."""
+    at, b = core["peak_at"], core["breakdown"]
+    what = "runs out of memory" if core.get("oom") else "peaks"
+    if at["optimizer_steps_done"] == 0 and at["phase"] != "optimizer":
+        when = f"the {at['phase']} before any optimizer step"
+    else:
+        when = f"step {at['step']}'s {at['phase']}"
+    text = f"neuron:{core['device']} {what} in {when}" + (f" (in `{at['module']}`)" if at.get("module") else "")
+    if at["phase"] == "forward" and at["optimizer_steps_done"] and not b.get("gradients"):
+        text += ": no gradients are live there (zero_grad(set_to_none=True) freed them after the last step)"
+    return text
+
+
 def markdown(r: dict) -> str:
     verdict = "fits" if r["fits"] else "does NOT fit"
     lines = [f"# Dry run on {r['instance']} (LNC={r['lnc']}): {verdict}", ""]
@@ -106,6 +121,8 @@ def markdown(r: dict) -> str:
                      f"| {_gib(c['capacity_bytes'])} | {_gib(c['headroom_bytes'])} | {_gib(b['parameters'])} "
                      f"| {_gib(b['gradients'])} | {_gib(b['optimizer_state'])} | {_gib(b['activations'])} "
                      f"| {_gib(b['kv_cache'])} | {_gib(b['other'])} |")
+    where = [f"- {_where_text(c)}" for c in r["cores"] if c.get("peak_at")]
+    lines += [""] + where if where else []
     if r["oom"]:
         lines += ["", f"**Out of memory** on neuron:{r['oom']['device']} at `{r['oom']['site']}`:", "",
                   f"> {r['oom']['message']}"]

@@ -70,7 +70,8 @@ def load(path: str, **kwargs):
     return QwenImage21Pipeline.from_pretrained(path, **kwargs)
 
 
-def prompt_embeds(seed: int = 0, tokens: int = 7) -> torch.Tensor:
-    """Prompt embeddings as the CPU text encoder would produce them (random, reproducible)."""
+def prompt_embeds(seed: int = 0, tokens: int = 7, dim: int = CONTEXT_DIM) -> torch.Tensor:
+    """Prompt embeddings as the CPU text encoder would produce them (random, reproducible), `dim` wide
+    (the transformer's context_in_dim)."""
     g = torch.Generator("cpu").manual_seed(seed)
-    return torch.randn(1, tokens, CONTEXT_DIM, generator=g)
+    return torch.randn(1, tokens, dim, generator=g)

@@ -85,6 +85,20 @@ def _time(s: float) -> str:
     return f"{s * 1e3:.3f} ms" if s < 1 else f"{s:.3f} s"
 
 
+def _at_peak(rank: int, report: dict) -> str:
+    """'rank 0 at its peak: parameters ..., gradients ...; neuron:0 peaks in step 2's forward (...)'."""
+    from ..report import _where_text
+
+    cores = report.get("cores") or []
+    if not cores:
+        return f"- rank {rank}: no neuron memory allocated"
+    core = max(cores, key=lambda c: c["peak_allocated_bytes"])
+    parts = ", ".join(f"{k.replace('_', ' ')} {_size(v)}" for k, v in core["breakdown"].items()
+                      if k != "at_allocated_bytes" and v)
+    where = f"; {_where_text(core)}" if core.get("peak_at") else ""
+    return f"- rank {rank} at its peak: {parts or 'nothing'}{where}"
+
+
 def markdown(merged: dict) -> str:
     """The printed summary: layout, memory per rank role, step time, collectives by kind."""
     m = merged
@@ -101,6 +115,7 @@ def markdown(merged: dict) -> str:
         lines.append(f"| {r} | {src} | {_size(m['peak_hbm_bytes_per_core'][r])} | "
                      f"{_size(m['hbm_capacity_bytes_per_core'])} | {_time(_step_time(rr))} | "
                      f"{rr['distributed']['collective_count']} |")
+    lines += [""] + [_at_peak(r, m["ranks"][str(r)]) for r in m["ranks_run"] if m["ranks"].get(str(r))]
     fits = "yes" if m["fits"] else "NO"
     for rank, oom in m["oom"].items():
         lines += ["", f"**rank {rank} out of memory** on neuron:{oom['device']} at `{oom['site']}`: {oom['message']}"]
