@@ -4,7 +4,7 @@ An attention layer (projections + SDPA + output projection) runs with its input 
 sequence over 2 ranks (the "cp" dim of a 2x2 mesh) and over 4 ranks, for both ring rotate methods
 and causal / non-causal attention; its output, the input's gradient and the weights' gradients
 equal a single-process CPU run. One spawn of 4 ranks covers both sizes (each rank imports DTensor
-once).
+once); the same layer under torch.compile(backend="neuron") on 2 ranks equals it too.
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def _reference(layer, x, causal):
     return out.detach(), xr.grad, {n: p.grad for n, p in ref.named_parameters()}
 
 
-def _context_parallel_case(mesh, layer, x, rotate, causal):
+def _context_parallel_case(mesh, layer, x, rotate, causal, compiled=False):
     from torch.distributed.tensor.experimental import context_parallel
     from torch.distributed.tensor.experimental._attention import (
         _cp_options,
@@ -53,10 +53,11 @@ def _context_parallel_case(mesh, layer, x, rotate, causal):
     _cp_options.enable_load_balance = causal  # torch's ring balances causal masks only
     dev = torch.device("neuron", dist.get_rank())
     model = copy.deepcopy(layer).to(dev)
+    run = torch.compile(model, backend="neuron") if compiled else model
     buffer = x.to(dev)
     with context_parallel(mesh, buffers=[buffer], buffer_seq_dims=[1]):
         local = buffer.detach().requires_grad_()
-        out = model(local, causal)
+        out = run(local, causal)
         out.pow(2).sum().backward()
     out_full, grad_full = context_parallel_unshard(mesh, [out.detach(), local.grad], [1, 1])
     grads = {}
@@ -99,3 +100,27 @@ def _cp_ranks(rank, world):
 
 def test_context_parallel_attention_matches_single_device_on_2_and_4_ranks():
     run_ranks(_cp_ranks, 4)
+
+
+
+def _cp_compiled_ranks(rank, world):
+    import torch._dynamo.utils as dynamo_utils
+    from torch.distributed.device_mesh import init_device_mesh
+
+    torch.manual_seed(0)
+    layer = Attention()
+    x = torch.randn(B, S, E)
+    want = _reference(layer, x, True)
+    got = _context_parallel_case(init_device_mesh("neuron", (world,)), layer, x, "alltoall", True, compiled=True)
+    # the whole forward, ring attention's collectives included, is one compiled graph
+    assert not dynamo_utils.counters["graph_break"], dict(dynamo_utils.counters["graph_break"])
+    assert dynamo_utils.counters["stats"]["unique_graphs"] == 1
+    torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got[1], want[1], rtol=1e-5, atol=1e-5)
+    for n in want[2]:
+        torch.testing.assert_close(got[2][n], want[2][n], rtol=1e-5, atol=1e-5, msg=lambda m: f"d{n}: {m}")
+
+
+def test_context_parallel_attention_under_compile_matches_single_device():
+    """Causal, load-balanced, all-to-all ring attention inside torch.compile(backend="neuron")."""
+    run_ranks(_cp_compiled_ranks, 2, deadline_s=600)   # Inductor compiles forward and backward

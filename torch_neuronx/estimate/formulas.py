@@ -2,8 +2,8 @@
 
 FLOPs come from `torch.utils.flop_counter`'s registry (mm, addmm, bmm, baddbmm, convolution,
 SDPA/flash/efficient attention forward and backward, _scaled_mm, ...), extended here, keyed the
-same way, for the CPU attention kernels the virtual core runs (`register_flops`). Ops without a
-FLOP formula are Vector/Scalar engine work by element count.
+same way, for the CPU attention kernels the virtual core runs and the MoE grouped matmuls
+(`register_flops`). Ops without a FLOP formula are Vector/Scalar engine work by element count.
 """
 from __future__ import annotations
 
@@ -40,6 +40,44 @@ if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu"):
     def _sdpa_cpu_bw(grad_out, query, key, value, *args, out_val=None, **kwargs):
         return flop_counter.sdpa_backward_flop_count(_shape(grad_out), _shape(query), _shape(key),
                                                      _shape(value))
+
+
+def _covered(offs, extent: int) -> int:
+    """How much of the grouped dimension the groups cover: offs[-1] (offs holds cumulative group
+    ends, so the group sizes sum to it). Fake and meta offsets (compiled graphs, the dry-run
+    planner) carry no values: then the whole dimension, exact when every row is routed."""
+    if offs is None or offs.numel() == 0:
+        return extent if offs is None else 0
+    if type(offs) is not torch.Tensor or offs.device.type == "meta":
+        return extent
+    if offs.device.type == "neuron":   # read through the host alias: no op dispatched, no launch
+        from .._C import _cpu_alias
+        offs = _cpu_alias(offs)
+    return min(int(offs[-1]), extent)
+
+
+def _grouped_mm_flops(mat_a, mat_b, offs) -> int:
+    """2 x sum over groups g of m_g x k_g x n_g, for the four operand layouts of _grouped_mm:
+    2-D x 3-D (MoE forward, offs split the rows of mat_a), 3-D x 3-D (a batched mm, no offs),
+    2-D x 2-D (the weight gradient, offs split K), 3-D x 2-D (offs split the columns of mat_b)."""
+    if mat_a.dim() == 2 and mat_b.dim() == 3:
+        return 2 * _covered(offs, mat_a.shape[0]) * mat_a.shape[1] * mat_b.shape[2]
+    if mat_a.dim() == 3 and mat_b.dim() == 3:
+        return 2 * mat_a.shape[0] * mat_a.shape[1] * mat_a.shape[2] * mat_b.shape[2]
+    if mat_a.dim() == 2 and mat_b.dim() == 2:
+        return 2 * mat_a.shape[0] * _covered(offs, mat_a.shape[1]) * mat_b.shape[1]
+    return 2 * mat_a.shape[1] * mat_a.shape[2] * _covered(offs, mat_b.shape[1])
+
+
+# torch's flop_counter has no formula for the MoE expert matmuls (2.13 to 2.15)
+@register_flops(aten._grouped_mm)
+def _grouped_mm(mat_a, mat_b, offs=None, *args, out_val=None, **kwargs):
+    return _grouped_mm_flops(mat_a, mat_b, offs)
+
+
+@register_flops(aten._scaled_grouped_mm)
+def _scaled_grouped_mm(mat_a, mat_b, scale_a, scale_b, offs=None, *args, out_val=None, **kwargs):
+    return _grouped_mm_flops(mat_a, mat_b, offs)
 
 
 def flops(func, args, kwargs, out) -> int | None:

@@ -16,6 +16,8 @@ context parallelism the op neuron does run, with torch's own pieces:
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 
 from .._wrap import wrap_once
@@ -24,10 +26,10 @@ aten = torch.ops.aten
 FWD = aten._scaled_dot_product_flash_attention_for_cpu.default
 BWD = aten._scaled_dot_product_flash_attention_for_cpu_backward.default
 SEQ_DIM = 2  # context parallelism shards (batch, heads, seq, dim) along seq, as torch's ring does
-# torch internals this adapter calls; written against torch 2.13 (checked in patch)
+# torch internals this adapter calls; checked against torch 2.13 and 2.14 (checked in patch)
 _NEEDED = ("custom_ops", "_templated_ring_attention", "_templated_ring_attention_backward",
            "_enable_cp_dtensor_dispatcher", "_disable_cp_dtensor_dispatcher", "context_parallel")
-_KNOWN_TORCH = ("2.13",)
+_KNOWN_TORCH = ("2.13", "2.14")
 
 
 def _fwd_strategy(op_schema):
@@ -109,10 +111,32 @@ def _check_version(module) -> None:
             f"{', '.join(missing)}: update it for this version")
 
 
+@contextmanager
+def _strategy_context(op, strategy):
+    """`strategy` is op's DTensor sharding strategy inside, whatever it was before afterwards.
+
+    torch 2.13's context parallelism did this with `_sharding_rules._op_strategy_context`; 2.14
+    replaced it with a single-dim variant for its own ops. The propagator's strategy table and
+    `register_op_strategy` it used are the same in both, so this is that context, kept here."""
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor._ops.utils import register_op_strategy
+
+    propagator = DTensor._op_dispatcher.sharding_propagator
+    saved = {table: getattr(propagator, table).get(op) for table in ("op_strategy_funcs", "op_to_schema_info")}
+    register_op_strategy(op)(strategy)
+    try:
+        yield
+    finally:
+        for table, value in saved.items():
+            entries = getattr(propagator, table)
+            if value is None:
+                entries.pop(op, None)
+            else:
+                entries[op] = value
+
+
 def patch(module) -> None:
     _check_version(module)
-    from torch.distributed.tensor.experimental._context_parallel import _sharding_rules
-
     handler = _make_handler(module)
     module.custom_ops[FWD] = handler  # read by context parallelism each time it is enabled
     module.custom_ops[BWD] = handler
@@ -123,7 +147,7 @@ def patch(module) -> None:
             original()
             if not contexts:
                 for op, strategy in ((FWD, _fwd_strategy), (BWD, _bwd_strategy)):
-                    ctx = _sharding_rules._op_strategy_context(op, strategy)
+                    ctx = _strategy_context(op, strategy)
                     ctx.__enter__()
                     contexts.append(ctx)
 
