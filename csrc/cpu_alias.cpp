@@ -86,7 +86,7 @@ namespace {
 // geometry and flags, two allocations and frees fewer per op.
 bool adopt_in_place(const at::Tensor& host, c10::DeviceIndex device) {
   c10::TensorImpl* impl = host.unsafeGetTensorImpl();
-  if (host.use_count() != 1 || host.weak_use_count() != 0 || typeid(*impl) != typeid(c10::TensorImpl) ||
+  if (host.use_count() != 1 || host.weak_use_count() > 1 /* 1: no weak reference */ || typeid(*impl) != typeid(c10::TensorImpl) ||
       !host.is_cpu() || host.layout() != at::kStrided || impl->is_wrapped_number() ||
       impl->is_python_dispatch() || !host.has_storage() || host.storage().use_count() != 1) {
     return false;
