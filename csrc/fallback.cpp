@@ -5,7 +5,9 @@
 // are mapped back: in-place and out= results become the original neuron
 // tensors, views of an input stay views of its neuron storage, and fresh
 // results are adopted into neuron memory without a copy. Random ops draw from
-// the neuron generator's CPU engine (generator.cpp).
+// the neuron generator's CPU engine (generator.cpp). The conversions live in
+// host_call.h, shared with the unboxed kernels of the hottest ops
+// (direct_kernels.cpp), which bypass this boxed path.
 #include "host_call.h"
 #include "neuron_core.h"
 #include "tools_core.h"
