@@ -1,20 +1,27 @@
 """Claim: eager ops on the neuron device cost little more than the same ops on CPU.
 
-The virtual NeuronCore runs every ATen op through the zero-copy host fallback
-(csrc/fallback.cpp): it aliases the neuron tensors as CPU tensors, calls the CPU
-kernel and adopts the results. This script measures what that adds, in one run:
+The virtual NeuronCore runs every ATen op through the zero-copy host path
+(csrc/fallback.cpp, and unboxed kernels for the hottest ops in
+csrc/direct_kernels.cpp): it aliases the neuron tensors as CPU tensors, calls
+the CPU kernel and adopts the results. The bound is CPU itself: the same
+kernels on the same host, measured in the same run. This script measures what
+the neuron device adds:
 
 * tiny ops (add and add_ on (16,) tensors, a view): the absolute extra time per
-  call over CPU. Target: at most 1.5 us more than CPU.
+  call over CPU. Bound +0 us; target: at most 0.5 us more than CPU.
 * a transformer encoder block (forward + backward): the neuron/CPU time ratio.
-  Target: at most 1.3x.
+  Bound 1.00x; target: at most 1.05x.
 * 256x256 add and matmul, a tiny forward + backward (the autograd hand-off) and
   a small MLP (forward + backward): reported, no target.
 
 CPU and neuron batches are interleaved (the order alternates every repeat) and
 the figures are medians of paired per-repeat differences and ratios, so drift
-on a shared, noisy machine hits both sides alike. It prints PASS/MISS per
-target and always exits 0.
+on a shared, noisy machine hits both sides alike. Each batch is timed on the
+wall clock and on the process CPU clock; when the host's load exceeds its cores
+(other processes preempt this one), the verdict uses CPU time, which excludes
+the time this process waited for a core (`--clock` chooses either). It prints
+PASS/MISS per target and always exits 0. `eager_rows()` returns the two target
+rows for combined tables (benchmarks that print every row of issue 20).
 
     python benchmarks/eager_overhead.py              # ~60 s
     python benchmarks/eager_overhead.py --quick      # ~10 s smoke run
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import statistics
 import sys
 import time
@@ -33,8 +41,8 @@ from typing import Callable
 import torch
 import torch.nn as nn
 
-TINY_EXTRA_US = 1.5  # target: neuron - cpu per tiny op, microseconds
-BLOCK_RATIO = 1.3    # target: neuron / cpu for the transformer block
+TINY_EXTRA_US = 0.5  # target: neuron - cpu per tiny op, microseconds (bound: +0)
+BLOCK_RATIO = 1.05   # target: neuron / cpu for the transformer block (bound: 1.00x)
 
 
 @dataclass
@@ -120,10 +128,11 @@ CASES = [
 
 
 def time_batch(fn, n):
-    start = time.perf_counter_ns()
+    """(wall us, process CPU us) per call over a batch of n calls."""
+    wall, cpu = time.perf_counter_ns(), time.process_time_ns()
     for _ in range(n):
         fn()
-    return (time.perf_counter_ns() - start) / n / 1e3  # us per call
+    return (time.perf_counter_ns() - wall) / n / 1e3, (time.process_time_ns() - cpu) / n / 1e3
 
 
 def calibrate(fn, batch_s):
@@ -134,19 +143,20 @@ def calibrate(fn, batch_s):
         fn()
     n = 1
     while True:
-        us = min(time_batch(fn, n) for _ in range(3))
+        us = min(time_batch(fn, n)[0] for _ in range(3))
         if us * n >= batch_s * 1e6 / 4 or n >= 1 << 20:
             return max(1, round(batch_s * 1e6 / max(us, 1e-3)))
         n *= 2
 
 
 def measure(case, budget_s, batch_s, min_repeats=7):
+    """Medians over interleaved repeats, per clock: {"wall": {...}, "cpu": {...}}."""
     fns = {d: case.build(d) for d in ("cpu", "neuron")}
     n = min(calibrate(fns["cpu"], batch_s), calibrate(fns["neuron"], batch_s))
     calls_before = _host_calls()
     fns["neuron"]()
     kernels = _host_calls() - calls_before
-    cpu, neuron = [], []
+    times = {"cpu": [], "neuron": []}
     gc.collect()
     gc.disable()
     try:
@@ -155,19 +165,58 @@ def measure(case, budget_s, batch_s, min_repeats=7):
         while r < min_repeats or time.perf_counter() < deadline:
             order = ("cpu", "neuron") if r % 2 == 0 else ("neuron", "cpu")
             for d in order:
-                (cpu if d == "cpu" else neuron).append(time_batch(fns[d], n))
+                times[d].append(time_batch(fns[d], n))
             r += 1
     finally:
         gc.enable()
-    return {
-        "cpu": statistics.median(cpu),
-        "neuron": statistics.median(neuron),
-        "extra": statistics.median(b - a for a, b in zip(cpu, neuron)),
-        "ratio": statistics.median(b / a for a, b in zip(cpu, neuron)),
-        "repeats": len(cpu),
-        "calls": n,
-        "kernels": kernels,
-    }
+    out = {"repeats": len(times["cpu"]), "calls": n, "kernels": kernels}
+    for k, clock in enumerate(("wall", "cpu")):
+        cpu = [t[k] for t in times["cpu"]]
+        neuron = [t[k] for t in times["neuron"]]
+        out[clock] = {
+            "cpu": statistics.median(cpu),
+            "neuron": statistics.median(neuron),
+            "extra": statistics.median(b - a for a, b in zip(cpu, neuron)),
+            "ratio": statistics.median(b / a for a, b in zip(cpu, neuron)),
+        }
+    return out
+
+
+def choose_clock(requested: str) -> tuple[str, str]:
+    """The clock the verdicts use, and why."""
+    if requested != "auto":
+        return requested, "asked for"
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    if load > cores:
+        return "cpu", f"host load {load:.1f} > {cores} cores: process CPU time, which excludes waiting for a core"
+    return "wall", f"host load {load:.1f} <= {cores} cores"
+
+
+def verdict(case, m):
+    """(ok, text) of a case's target against its CPU bound, or (None, text)."""
+    if case.target == "extra":
+        ok = m["extra"] <= TINY_EXTRA_US
+        return ok, f"bound +0, target extra <= {TINY_EXTRA_US} us: {'PASS' if ok else 'MISS'}"
+    if case.target == "ratio":
+        ok = m["ratio"] <= BLOCK_RATIO
+        return ok, f"bound 1.00x, target <= {BLOCK_RATIO}x: {'PASS' if ok else 'MISS'}"
+    return None, "(reported)"
+
+
+def eager_rows(threads: int | None = 1, quick: bool = False, clock: str = "auto") -> list[dict]:
+    """Issue 20's two eager rows, measured now: case, the CPU bound and the neuron
+    figure (us per call), extra us, ratio, target text, ok, and the clock used."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+    budget_s, batch_s = (0.8, 0.004) if quick else (6.0, 0.01)
+    used, _ = choose_clock(clock)
+    rows = []
+    for case in (CASES[0], CASES[-1]):  # add (16,) forward; TransformerEncoderLayer fwd+bwd
+        m = measure(case, budget_s, batch_s)[used]
+        ok, text = verdict(case, m)
+        rows.append({"case": case.name, "cpu_us": m["cpu"], "neuron_us": m["neuron"], "extra_us": m["extra"],
+                     "ratio": m["ratio"], "target": text, "ok": ok, "clock": used})
+    return rows
 
 
 def _host_calls():
@@ -181,6 +230,8 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="~10 s smoke run")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch.set_num_threads(N) for both devices (e.g. 1)")
+    parser.add_argument("--clock", choices=("auto", "wall", "cpu"), default="auto",
+                        help="clock of the verdicts (auto: process CPU time when the host is overloaded)")
     args = parser.parse_args(argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -189,35 +240,34 @@ def main(argv=None):
         return 0
 
     budget_s, batch_s = (0.8, 0.004) if args.quick else (6.0, 0.01)
+    clock, why = choose_clock(args.clock)
+    other = "wall" if clock == "cpu" else "cpu"
     print(f"eager overhead, neuron vs cpu: torch {torch.__version__}, "
           f"{torch.get_num_threads()} thread(s), {'quick' if args.quick else 'full'} run")
-    header = (f"{'case':<34}{'cpu us':>11}{'neuron us':>11}{'extra us':>10}{'ratio':>8}"
-              f"{'kern':>6}{'reps':>6}  target")
+    print(f"verdict clock: {clock} ({why}); the {other} clock's ratio is printed as '{other} x'")
+    header = (f"{'case':<34}{'cpu us':>11}{'neuron us':>11}{'extra us':>10}{'ratio':>8}{other + ' x':>8}"
+              f"{'kern':>6}{'reps':>6}  bound, target")
     print(header)
     print("-" * len(header))
     results = []
     start = time.perf_counter()
     for case in CASES:
-        m = measure(case, budget_s, batch_s)
-        if case.target == "extra":
-            ok = m["extra"] <= TINY_EXTRA_US
-            verdict = f"extra <= {TINY_EXTRA_US} us: {'PASS' if ok else 'MISS'}"
-        elif case.target == "ratio":
-            ok = m["ratio"] <= BLOCK_RATIO
-            verdict = f"ratio <= {BLOCK_RATIO}x: {'PASS' if ok else 'MISS'}"
-        else:
-            ok, verdict = None, "(reported)"
+        both = measure(case, budget_s, batch_s)
+        m = dict(both[clock], kernels=both["kernels"])
+        ok, text = verdict(case, m)
         results.append((case, m, ok))
         print(f"{case.name:<34}{m['cpu']:>11.2f}{m['neuron']:>11.2f}{m['extra']:>10.2f}"
-              f"{m['ratio']:>7.2f}x{m['kernels']:>6}{m['repeats']:>6}  {verdict}", flush=True)
+              f"{m['ratio']:>7.2f}x{both[other]['ratio']:>7.2f}x{both['kernels']:>6}{both['repeats']:>6}  {text}",
+              flush=True)
     print("-" * len(header))
-    print("kern: ops run by the host fallback per neuron call (explicit kernels such as empty "
-          "and copy_ are not counted);\nextra and ratio: medians of paired repeats. backward() runs "
-          "inline on the thread that imported torch,\nas on CPU (other threads use autograd's "
-          "per-device worker and pay a thread hand-off).")
+    print("kern: ops run by the generic host path per neuron call (boxed fallback or unboxed direct kernels;\n"
+          "explicit kernels such as empty, copy_ and mm are not counted); extra and ratio: medians of paired\n"
+          "repeats. The bound of every row is CPU: the same kernels on the same host. backward() runs inline\n"
+          "on the thread that imported torch, as on CPU (other threads use autograd's per-device worker and\n"
+          "pay a thread hand-off).")
     for case, m, _ in results:
         if case.target != "extra" and m["kernels"] > 1:
-            print(f"  {case.name}: extra / fallback ops = {m['extra'] / m['kernels']:.2f} us "
+            print(f"  {case.name}: extra / host-path ops = {m['extra'] / m['kernels']:.2f} us "
                   f"({m['kernels']} ops)")
     misses = [c.name for c, _, ok in results if ok is False]
     print(f"summary: {sum(ok is True for *_, ok in results)} PASS, {len(misses)} MISS"

@@ -937,6 +937,19 @@ c10::DataPtr adopt_cpu_storage(c10::Storage cpu, c10::DeviceIndex device) {
   return g_allocator.adopt(std::move(cpu), device);
 }
 
+bool adopt_cpu_storage_in_place(c10::StorageImpl* cpu, c10::DeviceIndex device) {
+  // Only bytes the host kernel took from a device block (counted there once);
+  // anything else is adopted as its own segment by adopt_cpu_storage.
+  const c10::DataPtr& data = cpu->data_ptr();
+  if (cpu->nbytes() == 0 || data.get() == nullptr ||
+      data.get_deleter() != &NeuronAllocator::free_host_ptr) {
+    return false;
+  }
+  cpu->_mutable_data_ptr_no_checks().unsafe_set_device(c10::Device(kNeuron, device));
+  cpu->set_allocator(&g_allocator);  // growing it (resize_) allocates on the core
+  return true;
+}
+
 void record_memory_history(bool enabled, bool record_trace, size_t max_entries, ContextFn fn) {
   g_allocator.record_history(enabled, record_trace, max_entries, fn);
 }

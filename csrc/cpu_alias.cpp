@@ -5,22 +5,24 @@
 #include <ATen/EmptyTensor.h>
 #include <c10/core/CPUAllocator.h>
 
+#include <typeinfo>
+
 namespace torch_neuronx {
 namespace {
 
-// Keeps the neuron storage alive for as long as a CPU alias of it exists.
-struct AliasOwner {
-  c10::intrusive_ptr<c10::StorageImpl> neuron;
-};
-
-void release_alias(void* ctx) { delete static_cast<AliasOwner*>(ctx); }
+// The alias's context is a strong reference to the neuron storage (no owner
+// object to allocate per alias): it keeps the neuron bytes alive for as long as
+// a CPU alias of them exists.
+void release_alias(void* ctx) {
+  c10::intrusive_ptr<c10::StorageImpl>::reclaim(static_cast<c10::StorageImpl*>(ctx));
+}
 
 }  // namespace
 
 c10::Storage make_cpu_alias_storage(const c10::Storage& neuron_storage) {
   c10::StorageImpl* impl = neuron_storage.unsafeGetStorageImpl();
   void* data = const_cast<void*>(impl->data_ptr().get());
-  auto* owner = new AliasOwner{c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(impl)};
+  c10::StorageImpl* owner = c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(impl).release();
   c10::DataPtr ptr(data, owner, &release_alias, c10::Device(c10::DeviceType::CPU));
   // Resizable with the CPU allocator: an out= kernel may grow its output; the
   // fallback then adopts the new bytes back into the neuron storage.
@@ -75,7 +77,30 @@ at::Tensor neuron_view(const c10::Storage& storage, const at::Tensor& like) {
   return out;
 }
 
+namespace {
+
+// A fresh result that nothing else references (a plain dense CPU tensor whose
+// bytes came from a device block) becomes the neuron tensor itself: its storage
+// turns into neuron memory and its dispatch keys into neuron keys, instead of
+// wrapping it in a new storage and tensor that keep it alive. Same bytes, same
+// geometry and flags, two allocations and frees fewer per op.
+bool adopt_in_place(const at::Tensor& host, c10::DeviceIndex device) {
+  c10::TensorImpl* impl = host.unsafeGetTensorImpl();
+  if (host.use_count() != 1 || host.weak_use_count() > 1 /* 1: no weak reference */ || typeid(*impl) != typeid(c10::TensorImpl) ||
+      !host.is_cpu() || host.layout() != at::kStrided || impl->is_wrapped_number() ||
+      impl->is_python_dispatch() || !host.has_storage() || host.storage().use_count() != 1) {
+    return false;
+  }
+  if (!adopt_cpu_storage_in_place(host.storage().unsafeGetStorageImpl(), device)) return false;
+  impl->set_storage_keep_dtype(host.storage());  // the tensor's device follows its storage's
+  impl->_change_backend_component_keys(c10::Device(kNeuron, device));
+  return true;
+}
+
+}  // namespace
+
 at::Tensor adopt_host_result(const at::Tensor& host, c10::DeviceIndex device) {
+  if (adopt_in_place(host, device)) return host;
   c10::Storage adopted(c10::make_intrusive<c10::StorageImpl>(
       c10::StorageImpl::use_byte_size_t(), host.storage().nbytes(),
       adopt_cpu_storage(host.storage(), device), neuron_allocator(), /*resizable=*/true));

@@ -61,6 +61,10 @@ at::Tensor neuron_view(const c10::Storage& storage, const at::Tensor& like);
 
 // A fresh host-kernel result adopted as neuron memory on `device` (no copy).
 at::Tensor adopt_host_result(const at::Tensor& host, c10::DeviceIndex device);
+// The same without new tensor or storage objects: when `cpu` is the only owner of
+// bytes the host kernel took from a device block, it becomes neuron memory on
+// `device` in place (allocator.cpp). False (nothing changed) otherwise.
+bool adopt_cpu_storage_in_place(c10::StorageImpl* cpu, c10::DeviceIndex device);
 // After a kernel wrote `host` (the alias of `neuron`, made over `alias_storage`):
 // if it resized or re-pointed its output, move the new bytes and geometry into
 // the neuron tensor, as the CPU kernel did for its own output.

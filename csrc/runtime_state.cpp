@@ -18,6 +18,9 @@ namespace {
 std::mutex g_config_mutex;
 RuntimeConfig g_config;
 std::atomic<int> g_device_count{0};
+// g_config.default_device, readable without the lock: guards, streams and
+// allocations ask for the current device on every op.
+std::atomic<int> g_default_device{0};
 std::atomic<bool> g_has_error{false};
 std::atomic<bool> g_initialized{false};
 std::atomic<bool> g_bad_fork{false};
@@ -62,6 +65,7 @@ void configure_runtime(RuntimeConfig config) {
               "restrict them with NEURON_RT_VISIBLE_CORES.");
   g_config = std::move(config);
   g_has_error.store(!g_config.error.empty());
+  g_default_device.store(g_config.default_device);
   g_device_count.store(static_cast<int>(g_config.hbm_capacity_bytes.size()));
 }
 
@@ -97,8 +101,7 @@ int64_t hbm_capacity(c10::DeviceIndex index) {
 
 c10::DeviceIndex current_device() {
   if (t_current_device >= 0) return static_cast<c10::DeviceIndex>(t_current_device);
-  std::lock_guard<std::mutex> lock(g_config_mutex);
-  return g_config.default_device;
+  return static_cast<c10::DeviceIndex>(g_default_device.load(std::memory_order_relaxed));
 }
 
 void set_current_device(c10::DeviceIndex index) {

@@ -21,6 +21,28 @@ def test_ops_with_cpu_kernels_are_routed():
     assert "aten::_to_copy" not in routed and "aten::transpose.int" not in routed
 
 
+def test_hot_ops_have_unboxed_kernels_with_the_fallback_rules():
+    # csrc/direct_kernels.cpp: no IValue boxing (and no GIL) for the hottest ops
+    for op in ("aten::add.Tensor", "aten::mul_.Tensor", "aten::sum.dim_IntList",
+               "aten::native_layer_norm_backward", "aten::threshold_backward"):
+        kernel = next(line for line in torch._C._dispatch_dump(op).splitlines()
+                      if line.startswith("PrivateUse1:"))
+        assert "direct_kernels.cpp" in kernel, kernel  # not the boxed fallback.cpp
+    a = torch.randn(4, 5)
+    an = a.neuron()
+    before = torch_neuronx.get_host_kernel_calls()
+    assert an.add_(an) is an and same(a + a, an)  # in-place returns the caller's tensor
+    assert torch_neuronx.get_host_kernel_calls() == before + 1
+    a = a + a
+    mean, n_mean = a.mean(1, keepdim=True), an.mean(1, keepdim=True)
+    assert same(mean, n_mean) and n_mean.untyped_storage().device.type == "neuron"
+    assert same(a + torch.tensor(2.0), an + torch.tensor(2.0))  # 0-dim CPU scalars are allowed
+    with pytest.raises(RuntimeError, match="same device"):
+        an + a
+    with pytest.raises(RuntimeError, match="neuron:0 and neuron:1"):
+        an * an.to("neuron:1")
+
+
 def test_layer_norm_and_softmax_bit_identical():
     x = torch.randn(8, 64)
     ln = nn.LayerNorm(64)
