@@ -9,6 +9,7 @@ call order.
 """
 from __future__ import annotations
 
+import gc
 import json
 
 import torch
@@ -41,6 +42,7 @@ def train(rank: int, world: int, compiled: bool = False) -> dict:
 
     dev = torch.device("neuron", rank)
     torch.neuron.set_device(dev)
+    gc.collect()   # earlier work's cycles must not be freed inside the measured region
     base = torch.neuron.memory_allocated(dev)
     torch.neuron.reset_peak_memory_stats(dev)
     if compiled:
