@@ -189,6 +189,13 @@ def train_main(argv=None) -> int:
 
 def run_train(args) -> int:
     prog = "python -m torch_neuronx.plan train"
+    if args.zero1 and (args.tp > 1 or args.fsdp > 1):   # before the runtime is set up for the layout
+        from .train import zero1_check
+
+        try:
+            zero1_check(args.tp, args.fsdp)
+        except ValueError as err:
+            _fail(prog, str(err))
     layout, config = _prepare(args, prog)
     import torch
 

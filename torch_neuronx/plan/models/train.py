@@ -29,10 +29,11 @@ def _zero1_optimizer(params, layout: Layout):
     return ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.AdamW, lr=1e-5)
 
 
-def _zero1_check(layout: Layout) -> None:
-    if layout.tp > 1 or layout.fsdp > 1:
+def zero1_check(tp: int, fsdp: int) -> None:
+    """ZeRO-1 is planned over plain data parallelism only."""
+    if tp > 1 or fsdp > 1:
         raise ValueError(
-            f"--zero1 with --tp {layout.tp} --fsdp {layout.fsdp}: ZeRO-1 is planned over plain data "
+            f"--zero1 with --tp {tp} --fsdp {fsdp}: ZeRO-1 is planned over plain data "
             "parallelism (--tp 1 --fsdp 1 --dp N); FSDP already shards the optimizer state (with "
             "gradients and parameters), so use --fsdp N for TP x sharded layouts")
 
@@ -66,7 +67,7 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
         region = Region(layout)
         with region:
             if zero1:
-                _zero1_check(layout)
+                zero1_check(layout.tp, layout.fsdp)
                 # plain data parallelism: full replicas; gradients all-reduced after backward
                 # (the bytes DDP's buckets all-reduce; DDP itself needs a real group's futures)
                 model = build_causal_lm(config, dtype)
