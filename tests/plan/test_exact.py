@@ -2,6 +2,12 @@
 peak max_memory_allocated (within 1%) and the same op and graph counts, eager and compiled."""
 from __future__ import annotations
 
+import gc
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -27,7 +33,11 @@ def _train(model, steps=2):
 
 
 def _measure(step, dry: bool):
+    # Tensors of earlier work held in reference cycles (compiled models keep some) would otherwise be
+    # freed by a garbage collection inside the step (compiling triggers them) and lower the peak
+    # below the base: what made compiled peaks vary with the tests run before them.
     torch._dynamo.reset()
+    gc.collect()
     torch.neuron.empty_cache()
     torch.neuron.reset_peak_memory_stats()
     base = torch.neuron.memory_allocated()
@@ -58,21 +68,21 @@ def test_eager_training_step_peak_and_ops_match_a_real_run(shape_only_everything
     assert dry[1] == real[1]
 
 
-def test_compiled_training_step_graphs_match_and_peak_bounds_a_real_run(shape_only_everything):
-    # The dry run runs a compiled graph op by op, so its intermediates exist where Inductor fuses
-    # them away: graph and op counts match, and the peak is an upper bound of a real compiled run's
-    # (docs/plan.md). The real run is measured after a first call has compiled (and cached) the
-    # graphs: the first real call's peak also holds compile-time allocations, so it depends on the
-    # compile cache's state, which made an equality here pass or fail with the tests run before it.
-    def step():
-        compiled = torch.compile(_model(), backend="neuron")
-        _train(compiled, steps=1)
+def _compiled_step_in_a_fresh_process(mode: str) -> dict:
+    env = dict(os.environ, TORCH_NEURONX_DRY_RUN_LARGE_BYTES="0", PYTHONPATH=os.pathsep.join(sys.path))
+    p = subprocess.run([sys.executable, "-m", "tests.plan.compiled_step", mode], env=env, capture_output=True,
+                       text=True, timeout=400)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
 
-    _measure(step, dry=False)          # compiles, fills the caches
-    real = _measure(step, dry=False)   # steady state: what a long job's steps cost
-    dry = _measure(step, dry=True)
-    assert real[2] > 0 and dry[2] == real[2]
-    assert dry[1] == real[1]   # the eager ops around the graphs (loss, optimizer)
-    # the real compiled peak itself varies with the compile cache's state (measured 614-681 KB for
-    # this step); the dry run's (680 KB) stays within 1% below and 15% above it
-    assert 0.99 * real[0] <= dry[0] <= 1.15 * real[0], (dry[0], real[0])
+
+def test_compiled_step_peak_graphs_and_ops_match_a_real_compiled_run():
+    # A dry run compiles the graph with Inductor as the real run does and runs its wrapper with no-op
+    # kernels (plan/compiled.py), so it allocates, frees and reuses the real program's buffers. Running
+    # the graph op by op instead charges every intermediate: 5.77 MB against the real 4.20 MB (+37%).
+    real = _compiled_step_in_a_fresh_process("real")
+    dry = _compiled_step_in_a_fresh_process("dry")
+    assert real["graphs"] > 0 and dry["graphs"] == real["graphs"]
+    assert dry["ops"] == real["ops"]   # the eager ops around the graphs (input, loss)
+    assert real["peak"] > 0
+    assert abs(dry["peak"] - real["peak"]) <= 0.01 * real["peak"], (dry["peak"], real["peak"])

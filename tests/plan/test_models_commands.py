@@ -93,3 +93,25 @@ def test_tp_x_fsdp_dry_run_equals_the_real_run(tiny_config_dir, plan_env, tmp_pa
     assert dry["dry_run"] is True and real["dry_run"] is False
     assert dry["memory_breakdown_bytes_per_core"]["parameters"] == real["memory_breakdown_bytes_per_core"]["parameters"]
     assert dry["peak_hbm_bytes_per_core"] == pytest.approx(real["peak_hbm_bytes_per_core"], rel=0.01)
+
+
+def test_zero1_shards_the_optimizer_state_over_the_dp_replicas(tiny_config_dir, plan_env, tmp_path):
+    r = _run(train_main, ["--config", tiny_config_dir, "--dp", "4", "--zero1", "--micro-batch", "1",
+                          "--seq-len", "16"], tmp_path)
+    mem = r["memory_breakdown_bytes_per_core"]
+    unsharded = 2 * mem["parameters"]            # AdamW's exp_avg + exp_avg_sq of the full replica
+    by_rank = r["optimizer_state_bytes_by_dp_rank"]
+    assert r["zero1"] is True and len(by_rank) == 4 and sum(by_rank) == unsharded
+    # ZeroRedundancyOptimizer gives each rank whole parameters: 1/dp up to the smallest parameter
+    assert mem["optimizer_state"] == by_rank[0]
+    assert abs(mem["optimizer_state"] - unsharded / 4) <= 0.01 * unsharded / 4
+    assert r["peak_hbm_bytes_per_core"] < mem["parameters"] * 2 + unsharded   # not the unsharded state
+
+
+def test_zero1_with_tensor_parallel_is_refused_with_the_fix(tiny_config_dir, plan_env, tmp_path, capsys):
+    with pytest.raises(SystemExit) as err:
+        train_main(["--config", tiny_config_dir, "--tp", "2", "--dp", "2", "--zero1", "--instance", "trn2.3xlarge",
+                    "--lnc", "2", "--real"])
+    assert err.value.code == 2
+    message = capsys.readouterr().err
+    assert "--zero1 with --tp 2 --fsdp 1" in message and "use --fsdp N" in message

@@ -128,8 +128,7 @@ def _compile_static(gm, example_inputs, opts, fn: str, graph_name: str):
     from .. import numerics
 
     dry = _dry_run_active()
-    if numerics.mode() != "host" or dry:
-        # a dry run (torch_neuronx.plan) also runs graphs op by op: its mode computes only shapes
+    if numerics.mode() != "host":
         fields = opts.key_fields() + (("dry_run",) if dry else ())
         key = cache.graph_key(gm, example_inputs, fields) if opts.cache else None
         hit = cache.memory_get(key)
@@ -143,7 +142,7 @@ def _compile_static(gm, example_inputs, opts, fn: str, graph_name: str):
         return hit
     key = None
     if opts.cache:
-        key = cache.graph_key(gm, example_inputs, opts.key_fields())
+        key = cache.graph_key(gm, example_inputs, opts.key_fields() + (("dry_run",) if dry else ()))
         hit = cache.memory_get(key)
         if hit is not None:
             metrics.record(cache_hits_memory=1)
@@ -152,7 +151,13 @@ def _compile_static(gm, example_inputs, opts, fn: str, graph_name: str):
     code_dir = _preserve(opts, graph_name, gm)
     try:
         with cache.disk_session(opts) as disk:
-            compiled = _inductor_compile(gm, example_inputs, opts, code_dir)
+            if dry:   # Inductor's real program without its C++ kernels (torch_neuronx/plan/compiled.py)
+                from ..plan import compiled as dry_compiled, session
+
+                with dry_compiled.inductor_without_kernels(session.active().large_bytes):
+                    compiled = _inductor_compile(gm, example_inputs, opts, code_dir)
+            else:
+                compiled = _inductor_compile(gm, example_inputs, opts, code_dir)
             outcome = disk.outcome()
     except Exception as err:  # noqa: BLE001 - reported with the op, or falls back
         metrics.record(compile_time_s=time.perf_counter() - start)

@@ -34,6 +34,7 @@ class DryRunError(RuntimeError):
 _META = torch.device("meta")
 _METADATA_OPS = frozenset({"aten::resize_", "aten::set_", "aten::_resize_output_", "aten::resize_as_",
                            "aten::record_stream", "aten::_has_same_storage_numel"})
+_COLLECTIVE_NAMESPACES = frozenset({"_c10d_functional", "_c10d_functional_autograd", "c10d"})
 _DYNAMIC = torch.Tag.dynamic_output_shape
 _DATA_DEPENDENT = torch.Tag.data_dependent_output
 _INPLACE_VIEW = torch.Tag.inplace_view
@@ -116,6 +117,16 @@ class DryRunMode(TorchDispatchMode):
         name = func._schema.name
         self.session.count_op(func)
         if name in _METADATA_OPS or _INPLACE_VIEW in func.tags or _is_view(func):
+            return self._real(func, args, kwargs)
+        if func.namespace in _COLLECTIVE_NAMESPACES:
+            # the dry run's process group moves no data but records (estimates) each collective:
+            # a collective run on meta copies would never reach it
+            if name == "_c10d_functional::all_reduce" and _storage_bytes(args[0]) >= self.large:
+                # its kernel clones the input (a host copy of phantom memory): an output of the
+                # same layout, reduced in place by the group, charges the same bytes and copies none
+                out = torch.empty(args[0].shape, dtype=args[0].dtype, device=args[0].device)
+                torch.ops._c10d_functional.all_reduce_(out, *args[1:], **kwargs)
+                return out
             return self._real(func, args, kwargs)
         large = any(_storage_bytes(t) >= self.large for t in tensors)
         host_read = self._host_read(func, args, kwargs, neuron)

@@ -37,6 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nnodes", type=int, default=None, help="nodes (instances), as torchrun's --nnodes")
     parser.add_argument("--all-ranks", action="store_true", help="run every rank, not one per rank role")
     parser.add_argument("--ranks", default=None, help="the ranks to run, e.g. 0,5,31 or 0-3 (default: 0 and the last)")
+    parser.add_argument("--pp", type=int, default=None,
+                        help="pipeline stages of the job (default PP_SIZE, else 1): one rank runs per stage")
     parser.add_argument("--parallel", type=int, default=max(1, min(2, os.cpu_count() or 1)),
                         help="rank processes at a time (default 2, or 1 on one core)")
 
@@ -44,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def requested(args: argparse.Namespace) -> bool:
     """Did the user ask for a distributed plan (any layout flag)?"""
     return (args.nproc_per_node is not None or args.nnodes is not None or args.all_ranks
-            or args.ranks is not None)
+            or args.ranks is not None or getattr(args, "pp", None) is not None)
 
 
 def _cores(instance: str, lnc: int | None) -> int:
@@ -212,18 +214,30 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict:
     world = check_layout(nproc, nnodes)
     instance = pick_instance(nproc, getattr(args, "instance", None), getattr(args, "lnc", None))
     try:
-        ranks = roles.choose_ranks(world, all_ranks=args.all_ranks, ranks=args.ranks)
+        pp = _pp(getattr(args, "pp", None))
+        ranks = roles.choose_ranks(world, all_ranks=args.all_ranks, ranks=args.ranks, pp=pp)
     except ValueError as err:
         raise LaunchError(str(err)) from None
     reports = run_ranks(argv, ranks, nproc_per_node=nproc, nnodes=nnodes, instance=instance,
                         lnc=getattr(args, "lnc", None), trace=getattr(args, "trace", None),
                         parallel=args.parallel)
-    merged = merge.merge(reports, world_size=world, nnodes=nnodes, nproc_per_node=nproc)
+    merged = merge.merge(reports, world_size=world, nnodes=nnodes, nproc_per_node=nproc, pp=pp)
     out = getattr(args, "json_out", None)
     if out:
         with open(out, "w") as f:
             json.dump(merged, f, indent=1)
     return merged
+
+
+def _pp(flag: int | None, environ=os.environ) -> int:
+    """--pp, else PP_SIZE (the seed scripts' convention, as TP_SIZE and FSDP_SIZE), else 1."""
+    if flag is not None:
+        return flag
+    text = environ.get("PP_SIZE")
+    try:
+        return int(text) if text else 1
+    except ValueError:
+        raise ValueError(f"PP_SIZE={text!r}: must be a whole number (the pipeline stages)") from None
 
 
 def _or(value, default):

@@ -38,9 +38,9 @@ def _step_time(report: dict) -> float:
     return report["estimated_total_s"]
 
 
-def merge(reports: dict[int, dict], *, world_size: int, nnodes: int, nproc_per_node: int) -> dict:
+def merge(reports: dict[int, dict], *, world_size: int, nnodes: int, nproc_per_node: int, pp: int = 1) -> dict:
     run = sorted(reports)
-    rep = [roles.representative(r, run) for r in range(world_size)]
+    rep = [roles.representative(r, run, world_size=world_size, pp=pp) for r in range(world_size)]
     peaks = [_peak(reports[rep[r]]) for r in range(world_size)]
     slowest = max(run, key=lambda r: (_step_time(reports[r]), -r))
     first = reports[run[0]]

@@ -64,7 +64,7 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pp", type=int, default=1, help="pipeline stages (only 1 is planned)")
     p.add_argument("--fsdp", type=int, default=1, help="FSDP shards, as DistributedConfig(fsdp_size)")
     p.add_argument("--dp", type=int, default=None, help="data-parallel replicas (default: the cores left)")
-    p.add_argument("--zero1", action="store_true", help="shard optimizer state over the DP replicas")
+    p.add_argument("--zero1", action="store_true", help="shard the AdamW state over the DP replicas (ZeroRedundancyOptimizer; --tp 1 --fsdp 1)")
     p.add_argument("--micro-batch", type=int, default=1)
     p.add_argument("--global-batch", type=int, default=None, help="default: micro-batch x FSDP x DP")
     p.add_argument("--seq-len", type=int, default=2048)
@@ -189,9 +189,13 @@ def train_main(argv=None) -> int:
 
 def run_train(args) -> int:
     prog = "python -m torch_neuronx.plan train"
-    if args.zero1:
-        _fail(prog, "--zero1 is not planned yet; use --fsdp N (FSDP2 shards the optimizer state, gradients "
-                    "and parameters over N ranks)")
+    if args.zero1 and (args.tp > 1 or args.fsdp > 1):   # before the runtime is set up for the layout
+        from .train import zero1_check
+
+        try:
+            zero1_check(args.tp, args.fsdp)
+        except ValueError as err:
+            _fail(prog, str(err))
     layout, config = _prepare(args, prog)
     import torch
 
@@ -200,7 +204,8 @@ def run_train(args) -> int:
     try:
         report = plan_train(config, layout, micro_batch=args.micro_batch, global_batch=args.global_batch,
                             seq_len=args.seq_len, dtype=getattr(torch, args.dtype),
-                            gradient_checkpointing=args.gradient_checkpointing, dry_run=not args.real)
+                            gradient_checkpointing=args.gradient_checkpointing, dry_run=not args.real,
+                            zero1=args.zero1)
     except (LayoutError, ValueError) as err:
         _fail(prog, str(err))
     rows = [("step time", _fmt(report["step_time_s"], " s")), ("tokens/s", _fmt(report["tokens_per_s"])),

@@ -1,0 +1,78 @@
+"""Compiled graphs in a dry run: Inductor's real program, with its C++ kernels replaced by no-ops.
+
+A graph compiled with `torch.compile(backend="neuron")` inside a dry run goes through the same
+Dynamo -> AOTAutograd -> Inductor pipeline as a real run: lowering, fusion, scheduling and the
+Python wrapper, whose `empty_strided_neuron(...)`, `del buf` and `reinterpret_tensor(...)` lines
+are exactly the buffers the real program allocates, frees and reuses. Only the expensive part is
+skipped: the C++ kernels are never compiled; each `async_compile.cpp_pybinding(...)` returns a
+no-op with the same arguments. So the allocator charges a compiled graph what the real compiled
+program allocates (not the op-by-op intermediates Inductor fuses away), and the peak
+`max_memory_allocated` of a dry run equals the real run's (tests/plan/test_exact.py).
+
+Values: a no-op kernel writes nothing, so the buffers it would write read as zeros (the small
+ones are zero-filled, as every placeholder of a dry run; large ones stay phantom). Extern kernels
+(matmuls, fallback ATen ops) the wrapper calls go through the dry-run dispatch mode as eager ops do.
+
+Why the wrapper source is marked and the on-disk caches are off while compiling: Inductor keeps
+loaded wrapper modules by the hash of their source (PyCodeCache), and its FX-graph and AOTAutograd
+caches hand back the source of an earlier compile; a real program loaded earlier in the process
+must never serve a dry run (its kernels would compute on phantom memory), and a dry-run program
+(no-op kernels) must never serve a real run.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+MARKER = "# torch_neuronx dry run: C++ kernels are no-ops (torch_neuronx/plan/compiled.py)"
+
+
+def _written(argtypes: list[str]) -> list[bool]:
+    """Which kernel arguments the C++ kernel writes: its non-const pointers (`float*`, not `const float*`)."""
+    return [t.strip().endswith("*") and not t.strip().startswith("const") for t in argtypes]
+
+
+def no_op_kernel(argtypes: list[str], large_bytes: int):
+    """A stand-in for one compiled C++ kernel: zero-fills the small buffers it would write."""
+    written = _written(argtypes)
+
+    def kernel(*args):
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        with _disable_current_modes():   # not an op of the program: no mode counts it
+            for w, a in zip(written, args):
+                if w and isinstance(a, torch.Tensor) and 0 < a.untyped_storage().nbytes() < large_bytes:
+                    a.zero_()
+        return None
+
+    return kernel
+
+
+@contextlib.contextmanager
+def inductor_without_kernels(large_bytes: int):
+    """Inside: Inductor compiles as usual but loads no-op kernels (see the module docstring)."""
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+    from torch._inductor.async_compile import AsyncCompile
+    from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+
+    original_header = PythonWrapperCodegen.write_header
+    original_cpp = AsyncCompile.cpp_pybinding
+
+    def write_header(self) -> None:
+        original_header(self)
+        self.header.writeline(MARKER)   # a different source: never the same PyCodeCache module
+
+    def cpp_pybinding(self, argtypes, source_code):
+        return no_op_kernel(list(argtypes), large_bytes)
+
+    PythonWrapperCodegen.write_header = write_header
+    AsyncCompile.cpp_pybinding = cpp_pybinding
+    try:
+        with inductor_config.patch(fx_graph_cache=False), \
+                functorch_config.patch(enable_autograd_cache=False, force_non_lazy_backward_lowering=True):
+            yield
+    finally:
+        PythonWrapperCodegen.write_header = original_header
+        AsyncCompile.cpp_pybinding = original_cpp
