@@ -52,6 +52,12 @@ def no_op_kernel(argtypes: list[str], large_bytes: int):
 @contextlib.contextmanager
 def inductor_without_kernels(large_bytes: int):
     """Inside: Inductor compiles as usual but loads no-op kernels (see the module docstring)."""
+    from .._torch_versions import require
+
+    # PythonWrapperCodegen.write_header and AsyncCompile.cpp_pybinding are private Inductor seams:
+    # run on 2.13; on 2.14 their signatures were read and are the same
+    require("torch_neuronx.plan.compiled.inductor_without_kernels (Inductor's wrapper header and "
+            "C++ kernel loader)")
     import torch._functorch.config as functorch_config
     import torch._inductor.config as inductor_config
     from torch._inductor.async_compile import AsyncCompile
