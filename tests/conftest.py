@@ -21,34 +21,6 @@ def pytest_configure(config):
                                 + "\n  ".join(missing))
 
 
-def shared_setup_group(item) -> str | None:
-    """The xdist group (`--dist loadgroup`, pyproject addopts) of a test whose expensive setup is shared:
-    with plain `load` scheduling the tests of one module land on both workers and each worker builds the
-    module- or session-scoped fixture again (the SFT fixtures are 4-rank torchrun launches). A test that
-    uses a session fixture of a tests/ conftest groups with every other user of that folder's fixtures;
-    one that uses a module fixture groups with its module. Autouse fixtures (cheap folder settings) and
-    fixtures of pytest and its plugins do not group."""
-    group = None
-    for defs in item._fixtureinfo.name2fixturedefs.values():
-        fixturedef = defs[-1]
-        if fixturedef.scope not in ("module", "session") or not fixturedef.baseid.startswith("tests"):
-            continue
-        if fixturedef.argname in item.session._fixturemanager._getautousenames(item):
-            continue
-        if fixturedef.scope == "session":
-            return fixturedef.baseid.split("::")[0].rsplit("/", 1)[0] if fixturedef.baseid.endswith(".py") \
-                else fixturedef.baseid
-        group = item.nodeid.split("::")[0]
-    return group
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        group = shared_setup_group(item)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
-
-
 def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 180,
                unset: tuple[str, ...] = (), flags: tuple[str, ...] = (), cwd: str | None = None) -> subprocess.CompletedProcess:
     full_env = dict(os.environ)

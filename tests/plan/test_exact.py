@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 import torch
 
 import torch_neuronx
@@ -54,26 +53,22 @@ def _measure(step, dry: bool):
     return peak, ops, graphs
 
 
-@pytest.fixture
-def shape_only_everything(monkeypatch):
-    # every op takes the shape-only path (none is small enough to run for real)
-    monkeypatch.setenv("TORCH_NEURONX_DRY_RUN_LARGE_BYTES", "0")
-
-
-def test_eager_training_step_peak_and_ops_match_a_real_run(shape_only_everything):
-    real = _measure(lambda: _train(_model()), dry=False)
-    dry = _measure(lambda: _train(_model()), dry=True)
-    assert real[0] > 0
-    assert abs(dry[0] - real[0]) <= 0.01 * real[0], (dry[0], real[0])
-    assert dry[1] == real[1]
-
-
 def _compiled_step_in_a_fresh_process(mode: str) -> dict:
     env = dict(os.environ, TORCH_NEURONX_DRY_RUN_LARGE_BYTES="0", PYTHONPATH=os.pathsep.join(sys.path))
     p = subprocess.run([sys.executable, "-m", "tests.plan.compiled_step", mode], env=env, capture_output=True,
                        text=True, timeout=400)
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_eager_training_step_peak_and_ops_match_a_real_run():
+    # each side in a fresh process (every op shape-only there): in a test worker, what earlier tests
+    # left and freed during the step moved the in-process peak by 8 KiB (1.2%)
+    real = _compiled_step_in_a_fresh_process("eager-real")
+    dry = _compiled_step_in_a_fresh_process("eager-dry")
+    assert real["peak"] > 0
+    assert abs(dry["peak"] - real["peak"]) <= 0.01 * real["peak"], (dry["peak"], real["peak"])
+    assert dry["ops"] == real["ops"]
 
 
 def test_compiled_step_peak_graphs_and_ops_match_a_real_compiled_run():

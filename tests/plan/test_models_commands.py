@@ -96,8 +96,14 @@ def test_tp_x_fsdp_dry_run_equals_the_real_run(tiny_config_dir, plan_env, tmp_pa
 
 
 def test_zero1_shards_the_optimizer_state_over_the_dp_replicas(tiny_config_dir, plan_env, tmp_path):
-    r = _run(train_main, ["--config", tiny_config_dir, "--dp", "4", "--zero1", "--micro-batch", "1",
-                          "--seq-len", "16"], tmp_path)
+    # in a fresh process: its peak is absolute, and a test worker's earlier allocations would count in it
+    out = tmp_path / "zero1.json"
+    p = subprocess.run([sys.executable, "-m", "torch_neuronx.plan", "train", "--config", tiny_config_dir,
+                        "--dp", "4", "--zero1", "--micro-batch", "1", "--seq-len", "16", "--instance",
+                        "trn2.3xlarge", "--lnc", "2", "--real", "--json", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    r = json.loads(out.read_text())
     mem = r["memory_breakdown_bytes_per_core"]
     unsharded = 2 * mem["parameters"]            # AdamW's exp_avg + exp_avg_sq of the full replica
     by_rank = r["optimizer_state_bytes_by_dp_rank"]
