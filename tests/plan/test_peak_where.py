@@ -8,7 +8,8 @@ from torch_neuronx.plan.report import markdown
 
 
 def _core(run) -> dict:
-    (core,) = run.report()["cores"]
+    # the core these tests use; others appear when earlier tests in the worker left memory reserved there
+    (core,) = [c for c in run.report()["cores"] if c["device"] in (0, "neuron:0")]
     return core
 
 
