@@ -32,8 +32,7 @@ class NeuronGroupIdentity:
     def getGroupName(self) -> str:  # noqa: N802
         return self._group_name
 
-    def _set_group_name(self, name: str) -> None:
-        self._group_name = name
+    _set_group_name = setGroupName   # c10d calls both spellings
 
     def setGroupDesc(self, desc: str) -> None:  # noqa: N802
         self._group_desc = desc
@@ -41,8 +40,7 @@ class NeuronGroupIdentity:
     def getGroupDesc(self) -> str:  # noqa: N802
         return self._group_desc
 
-    def _set_group_desc(self, desc: str) -> None:
-        self._group_desc = desc
+    _set_group_desc = setGroupDesc
 
     @property
     def group_name(self) -> str:
