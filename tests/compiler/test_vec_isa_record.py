@@ -66,3 +66,23 @@ def test_probes_once_then_hits_and_distrusts_a_damaged_or_stale_marker(tmp_path)
     with open(markers[0]) as f:
         st = os.stat(library)
         assert json.load(f) == [st.st_size, st.st_mtime_ns]  # rewritten after the child loaded it
+
+
+def test_a_damaged_test_library_is_rebuilt_not_taken_as_an_unsupported_isa(tmp_path):
+    """A test library emptied or cut short by a build killed in the linker used to fail every later check,
+    so each later process compiled without that ISA (scalar kernels, other cache keys), silently."""
+    first = _run(tmp_path)
+    libraries = [m.rsplit(".loaded-", 1)[0] for m in _markers(tmp_path)]
+    assert libraries, first
+    for i, library in enumerate(libraries):
+        with open(library, "r+b") as f:
+            f.truncate(0 if i % 2 == 0 else os.path.getsize(library) // 3)
+    for marker in _markers(tmp_path):
+        os.remove(marker)
+    result = run_python(SCRIPT, env={"TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path)}, timeout=400)
+    assert result.returncode == 0, result.stderr[-3000:]
+    again = json.loads(result.stdout.split("RESULT", 1)[1])
+    assert again["isa"] == first["isa"] and again["diff"] < 1e-6
+    assert again["hits_disk"] == 1, again   # the same ISA flags: the same cache keys as the first process
+    assert result.stderr.count("removed and rebuilt") == len(libraries), result.stderr[-3000:]
+    assert all(os.path.getsize(library) > 1000 for library in libraries)

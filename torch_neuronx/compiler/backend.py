@@ -11,7 +11,7 @@ import warnings
 
 import torch
 
-from . import cache, metrics, passes, registration
+from . import cache, kernel_libraries, metrics, passes, registration
 from . import options as options_mod
 
 
@@ -157,7 +157,9 @@ def _compile_static(gm, example_inputs, opts, fn: str, graph_name: str):
                 with dry_compiled.inductor_without_kernels(session.active().large_bytes):
                     compiled = _inductor_compile(gm, example_inputs, opts, code_dir)
             else:
-                compiled = _inductor_compile(gm, example_inputs, opts, code_dir)
+                compiled = kernel_libraries.compile_repairing(
+                    lambda: _inductor_compile(gm, example_inputs, opts, code_dir), disk.inductor_dir,
+                    opts.lock_timeout)
             outcome = disk.outcome()
     except Exception as err:  # noqa: BLE001 - reported with the op, or falls back
         metrics.record(compile_time_s=time.perf_counter() - start)

@@ -289,8 +289,9 @@ def _disk_counters() -> tuple[int, int, int, int]:
 class DiskSession:
     """What one neuron compile did with the disk cache."""
 
-    def __init__(self, root: str | None) -> None:
+    def __init__(self, root: str | None, inductor_dir: str) -> None:
         self.root = root
+        self.inductor_dir = inductor_dir   # where Inductor builds and loads its kernel libraries
         self._before = _disk_counters()
         self.removed: list[str] = []
 
@@ -321,7 +322,7 @@ def disk_session(options):
     previous_timeout = codecache.LOCK_TIMEOUT
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = inductor_dir
     codecache.LOCK_TIMEOUT = options.lock_timeout
-    session = DiskSession(root)
+    session = DiskSession(root, inductor_dir)
     try:
         if root is not None:
             session.removed = verify_entries(root)

@@ -255,7 +255,7 @@ def register() -> None:
         from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
         from torch._inductor.codegen.cpp import CppScheduling
 
-        from . import cpu_alike, fake_conv, rng_hops, vec_isa
+        from . import cpu_alike, fake_conv, kernel_libraries, rng_hops, vec_isa
 
         interface = _make_device_interface()
         register_interface_for_device(DEVICE, interface)
@@ -269,6 +269,7 @@ def register() -> None:
         rng_hops.register()
         fake_conv.install()  # fake conv strides on neuron = eager (CPU kernel) strides
         vec_isa.install()  # skip re-loading ISA test libraries a process already loaded
+        kernel_libraries.install()  # a cut-short kernel library raises ImportError (and is rebuilt), not SIGBUS
         _done = True
 
 

@@ -10,6 +10,11 @@ Whether a library loads depends on the library file, the CPU and torch. After a 
 marker next to it (`<library>.loaded-<cpu key>`: its size and mtime). A later process that finds a matching
 marker skips the child. A failed load writes nothing, so failures are always checked again. Inductor's choice of ISA
 and every cache key stay exactly as without the markers.
+
+A test library that is not a whole shared object (empty or cut short by a build killed in the linker) would fail
+every later check, so every later process would silently compile without that ISA (scalar kernels, other cache
+keys). Inductor never rebuilds a library that exists; we remove such a library (inside Inductor's lock for it)
+and check the ISA once more, which rebuilds it.
 """
 from __future__ import annotations
 
@@ -19,10 +24,13 @@ import json
 import os
 import platform
 import tempfile
+import threading
+import warnings
 
 from .._torch_versions import require
+from . import kernel_libraries
 
-# The torch minors whose torch._inductor.cpu_vec_isa.VecISA._probe_load this wrapper was checked against.
+# The torch minors whose torch._inductor.cpu_vec_isa.VecISA._probe_load and check_build these wrappers were checked against.
 WRITTEN_FOR = ("2.13", "2.14")
 
 
@@ -82,13 +90,16 @@ def remember_loaded(library: str) -> None:
         pass  # an optimisation only: the next process loads it in a child again
 
 
+_rebuild = threading.local()   # set inside a probe that removed a damaged library; read by check_build
+
+
 def install() -> bool:
     """Wrap Inductor's `VecISA._probe_load` once (it exists in every torch of WRITTEN_FOR)."""
     from torch._inductor import cpu_vec_isa
 
     from .._wrap import wrap_once
 
-    what = "torch_neuronx.compiler.vec_isa.install (wraps torch._inductor.cpu_vec_isa.VecISA._probe_load)"
+    what = "torch_neuronx.compiler.vec_isa.install (wraps torch._inductor.cpu_vec_isa.VecISA._probe_load and check_build)"
     require(what, WRITTEN_FOR)
     if not hasattr(cpu_vec_isa.VecISA, "_probe_load"):
         raise RuntimeError(f"torch-neuronx: {what}: this torch has no VecISA._probe_load")
@@ -100,9 +111,26 @@ def install() -> bool:
             ok = original(self, output_path)
             if ok:
                 remember_loaded(output_path)
+            elif platform.system() == "Linux" and not kernel_libraries.whole(output_path):   # we hold Inductor's lock here
+                os.remove(output_path)
+                _rebuild.pending = True
             return ok
 
         return _probe_load
 
+    def make_check(original):
+        def check_build(self, code: str) -> bool:
+            ok = original(self, code)
+            if not ok and getattr(_rebuild, "pending", False):
+                _rebuild.pending = False
+                ok = original(self, code)   # the library is gone: Inductor builds it again
+                warnings.warn(f"torch-neuronx: Inductor's {self} test library in the compile cache was damaged "
+                              f"(left by an interrupted build); removed and rebuilt: {self} "
+                              f"{'is' if ok else 'is still not'} usable", RuntimeWarning, stacklevel=2)
+            return ok
+
+        return check_build
+
     wrap_once(cpu_vec_isa.VecISA, "_probe_load", make)
+    wrap_once(cpu_vec_isa.VecISA, "check_build", make_check)
     return True
