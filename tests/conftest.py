@@ -11,6 +11,8 @@ import pytest
 import torch
 
 from tests.dependencies import missing_test_dependencies
+# Which worker runs what: whole files, longest first (tests/scheduling.py).
+from tests.scheduling import pytest_collection_modifyitems, pytest_xdist_make_scheduler  # noqa: F401
 
 
 def pytest_configure(config):
