@@ -11,10 +11,10 @@ from tests.conftest import run_python
 
 @pytest.fixture(scope="module")
 def plain_interpreter():
-    """One fresh interpreter (one start instead of two): first, with no `import torch_neuronx` anywhere, what
-    the libraries detect; only then torch_neuronx.integrations.install() run again over a library module
-    imported before it. The second part starts after the first has printed, so it cannot change what the
-    first saw."""
+    """One fresh interpreter (one start instead of three): first, with no `import torch_neuronx` anywhere, what
+    the libraries detect; then whether the adapters are already in place (installed by `import torch`, no
+    user code); only then torch_neuronx.integrations.install() run again over a library module imported
+    before it. Each part starts after the one before has printed, so it cannot change what that one saw."""
     r = run_python("""
         import importlib.util, json, sys
         from transformers.utils import is_torch_neuron_available
@@ -32,14 +32,20 @@ def plain_interpreter():
             "accelerate_device": PartialState().device.type,
         }), flush=True)
         import accelerate.utils.modeling as m   # imported before install()
+        import transformers.generation.utils as g
+        import transformers.integrations.accelerate as ti
+        print(json.dumps([getattr(m.get_max_memory, "_torch_neuronx", False),
+                          getattr(ti.accelerate_max_memory, "_torch_neuronx", False),
+                          getattr(g.GenerationMixin._valid_auto_compile_criteria, "_torch_neuronx", False)]),
+              flush=True)
         import torch_neuronx.integrations as integ
         integ._installed = False
         integ.install()
         print(json.dumps({"reinstalled": getattr(m.get_max_memory, "_torch_neuronx", False)}))
     """)
     assert r.returncode == 0, r.stderr[-3000:]
-    detected, reinstalled = (json.loads(line) for line in r.stdout.strip().splitlines()[-2:])
-    return detected, reinstalled
+    detected, adapters, reinstalled = (json.loads(line) for line in r.stdout.strip().splitlines()[-3:])
+    return detected, adapters, reinstalled
 
 
 def test_transformers_and_accelerate_detect_neuron_without_importing_the_plugin(plain_interpreter):
@@ -49,20 +55,11 @@ def test_transformers_and_accelerate_detect_neuron_without_importing_the_plugin(
                    "accelerate_device": "neuron"}, got
 
 
-def test_adapters_are_installed_by_import_torch():
+def test_adapters_are_installed_by_import_torch(plain_interpreter):
     """device_map="auto" and the compile explanation need the adapters active with no user code."""
-    r = run_python("""
-        import accelerate.utils.modeling as m
-        import transformers.generation.utils as g
-        import transformers.integrations.accelerate as ti
-        print(getattr(m.get_max_memory, "_torch_neuronx", False),
-              getattr(ti.accelerate_max_memory, "_torch_neuronx", False),
-              getattr(g.GenerationMixin._valid_auto_compile_criteria, "_torch_neuronx", False))
-    """)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.split() == ["True", "True", "True"], (
-        "torch_neuronx.integrations.install() is not called at registration: " + r.stdout)
+    assert plain_interpreter[1] == [True, True, True], (
+        "torch_neuronx.integrations.install() is not called at registration: " + str(plain_interpreter[1]))
 
 
 def test_adapter_installed_after_library_import_also_applies(plain_interpreter):
-    assert plain_interpreter[1] == {"reinstalled": True}
+    assert plain_interpreter[2] == {"reinstalled": True}
