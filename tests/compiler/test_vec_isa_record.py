@@ -6,6 +6,8 @@ import glob
 import json
 import os
 
+import pytest
+
 from tests.conftest import run_python
 
 SCRIPT = """
@@ -38,16 +40,24 @@ def _markers(cache_dir):
     return glob.glob(os.path.join(str(cache_dir), "**", "*.loaded-*"), recursive=True)
 
 
-def test_probes_once_then_hits_and_distrusts_a_damaged_or_stale_marker(tmp_path):
+@pytest.fixture(scope="module")
+def primed(tmp_path_factory):
+    """A fresh cache folder after its first process (the costly one: kernel and test libraries built cold),
+    shared by both tests: (folder, first result, markers right after it)."""
+    folder = tmp_path_factory.mktemp("vec-isa-cache")
+    first = _run(folder)
+    return folder, first, _markers(folder)
+
+
+def test_probes_once_then_hits_and_distrusts_a_damaged_or_stale_marker(primed):
     """One fresh cache folder through three processes (each a fresh interpreter, the costly part): the first
     probes and writes the markers, the second skips the probes and hits the cache, the third finds one marker
     truncated and another library touched since, and probes those again."""
-    first = _run(tmp_path)
+    tmp_path, first, markers = primed
     assert first["misses"] == 1 and first["diff"] < 1e-6
     # a fresh cache folder: the first process probes (else the counter no longer sees the probes,
     # and every count below would be 0 == 0)
     assert first["children"] >= 1, first
-    markers = _markers(tmp_path)
     assert len(markers) == first["children"]  # one marker per library that loaded
     second = _run(tmp_path)
     assert second["children"] == 0
@@ -68,10 +78,11 @@ def test_probes_once_then_hits_and_distrusts_a_damaged_or_stale_marker(tmp_path)
         assert json.load(f) == [st.st_size, st.st_mtime_ns]  # rewritten after the child loaded it
 
 
-def test_a_damaged_test_library_is_rebuilt_not_taken_as_an_unsupported_isa(tmp_path):
+def test_a_damaged_test_library_is_rebuilt_not_taken_as_an_unsupported_isa(primed):
     """A test library emptied or cut short by a build killed in the linker used to fail every later check,
-    so each later process compiled without that ISA (scalar kernels, other cache keys), silently."""
-    first = _run(tmp_path)
+    so each later process compiled without that ISA (scalar kernels, other cache keys), silently. The folder
+    is the primed one (after the test above, its libraries and markers are whole again)."""
+    tmp_path, first, _ = primed
     libraries = [m.rsplit(".loaded-", 1)[0] for m in _markers(tmp_path)]
     assert libraries, first
     for i, library in enumerate(libraries):
