@@ -21,7 +21,51 @@ import pytest
 # Hundreds of short tests with nothing expensive shared: handed out one test at a time, at the end.
 PER_TEST = ("tests/device/test_op_sweep.py", "tests/device/test_module_sweep.py")
 
-SECONDS: dict[str, float] = {}
+SECONDS: dict[str, float] = {
+    "tests/training/test_sft.py": 721,
+    "tests/diffusers/test_qwen_image_tp.py": 220,
+    "tests/integrations/test_tp.py": 191,
+    "tests/diffusers/test_pipelines_compat.py": 190,
+    "tests/integrations/test_compat.py": 166,
+    "tests/compiler/test_vec_isa_record.py": 147,
+    "tests/integrations/test_generate.py": 124,
+    "tests/integrations/test_hf_generate_example.py": 122,
+    "tests/training/test_hbm_fit.py": 119,
+    "tests/reliability/test_signals_and_cache.py": 103,
+    "tests/device/test_process_hygiene.py": 97,
+    "tests/integrations/test_compat_subset.py": 81,
+    "tests/plan/test_distributed_exactness.py": 80,
+    "tests/training/test_accelerate_launch.py": 77,
+    "tests/distributed/test_context_parallel.py": 74,
+    "tests/integrations/test_detection.py": 68,
+    "tests/diffusers/test_tp_transformers.py": 65,
+    "tests/compiler/test_cache_limits.py": 58,
+    "tests/distributed/test_pipelining.py": 55,
+    "tests/clients/test_trl_defaults.py": 54,
+    "tests/distributed/test_functional.py": 52,
+    "tests/training/test_peft.py": 48,
+    "tests/plan/test_models_commands.py": 48,
+    "tests/compiler/test_cache.py": 44,
+    "tests/test_dependency_check.py": 42,
+    "tests/plan/test_exact.py": 42,
+    "tests/clients/test_accelerate_test.py": 37,
+    "tests/clients/test_parallel_compile.py": 31,
+    "tests/plan/test_distributed_launch.py": 25,
+    "tests/tools/test_top.py": 22,
+    "tests/numerics/test_trainium.py": 21,
+    "tests/compiler/test_artifacts.py": 21,
+    "tests/device/test_caching_allocator.py": 20,
+    "tests/clients/test_import_order.py": 20,
+    "tests/distributed/test_parallel.py": 19,
+    "tests/numerics/test_stochastic_rounding.py": 18,
+    "tests/distributed/test_launch.py": 13,
+    "tests/compiler/test_pipeline.py": 12,
+    "tests/compiler/test_checkpointing.py": 11,
+    "tests/device/test_autoload.py": 10,
+    "tests/tools/test_registry.py": 9,
+    "tests/reliability/test_processes_and_exit.py": 9,
+    "tests/distributed/test_collectives.py": 8,
+}
 
 
 def _file(nodeid: str) -> str:
