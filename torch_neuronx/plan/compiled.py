@@ -21,7 +21,8 @@ must never serve a dry run (its kernels would compute on phantom memory), and a 
 
 Why vectorization is off while compiling (`cpp.simdlen` 1, no vector ISA): for every fused node
 Inductor's C++ code generation writes a scalar kernel and then, to vectorize it, picks a tiling
-(sympy over every index: half of a 27B decoder's Inductor time) and writes vector and tail kernels.
+(sympy over every index) and writes vector and tail kernels: 12% of a 512-token prefill graph's
+compile CPU time (benchmarks/plan_compile_speed.py; a wall-clock profile had overstated it).
 Only the scalar kernel changes what the wrapper allocates (Inductor takes `removed_buffers` and
 in-place buffers from it alone and writes the vector kernels with `inplace_buffers` off), and the
 no-op kernels never run the rest, so a dry run skips it: the wrapper's `call()` is the real one
