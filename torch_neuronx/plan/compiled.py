@@ -18,12 +18,24 @@ loaded wrapper modules by the hash of their source (PyCodeCache), and its FX-gra
 caches hand back the source of an earlier compile; a real program loaded earlier in the process
 must never serve a dry run (its kernels would compute on phantom memory), and a dry-run program
 (no-op kernels) must never serve a real run.
+
+Why vectorization is off while compiling (`cpp.simdlen` 1, no vector ISA): for every fused node
+Inductor's C++ code generation writes a scalar kernel and then, to vectorize it, picks a tiling
+(sympy over every index) and writes vector and tail kernels: 12% of a 512-token prefill graph's
+compile CPU time (benchmarks/plan_compile_speed.py; a wall-clock profile had overstated it).
+Only the scalar kernel changes what the wrapper allocates (Inductor takes `removed_buffers` and
+in-place buffers from it alone and writes the vector kernels with `inplace_buffers` off), and the
+no-op kernels never run the rest, so a dry run skips it: the wrapper's `call()` is the real one
+(tests/plan/test_compiled_speed.py).
 """
 from __future__ import annotations
 
 import contextlib
 
 import torch
+
+# Inductor's cpp.simdlen while a dry run compiles: 1 is no vector ISA (see the module docstring)
+SIMDLEN = 1
 
 MARKER = "# torch_neuronx dry run: C++ kernels are no-ops (torch_neuronx/plan/compiled.py)"
 
@@ -76,7 +88,7 @@ def inductor_without_kernels(large_bytes: int):
     PythonWrapperCodegen.write_header = write_header
     AsyncCompile.cpp_pybinding = cpp_pybinding
     try:
-        with inductor_config.patch(fx_graph_cache=False), \
+        with inductor_config.patch({"fx_graph_cache": False, "cpp.simdlen": SIMDLEN}), \
                 functorch_config.patch(enable_autograd_cache=False, force_non_lazy_backward_lowering=True):
             yield
     finally:
