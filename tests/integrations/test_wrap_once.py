@@ -68,4 +68,7 @@ def test_installed_adapters_are_wrapped_once():
     assert lce.LinearCrossEntropyOptions._resolve_auto_acc_dtype is resolve and is_wrapped(resolve)
     neuron, cpu = torch.device("neuron"), torch.device("cpu")
     assert resolve(torch.bfloat16, neuron) == torch.float32 == resolve(torch.bfloat16, cpu)
+    options = lce.LinearCrossEntropyOptions()   # "auto" settings: neuron resolves them as cpu does
+    assert (options._adjust(64, 8, 32, torch.bfloat16, neuron).acc_policy
+            == options._adjust(64, 8, 32, torch.bfloat16, cpu).acc_policy)
 

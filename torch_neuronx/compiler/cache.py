@@ -36,7 +36,7 @@ from .version import backend_version
 
 # The torch minors whose torch._inductor.codecache.LOCK_TIMEOUT global and cache config flags
 # disk_session sets were checked against.
-DISK_SESSION_WRITTEN_FOR = ("2.13", "2.14")
+DISK_SESSION_WRITTEN_FOR = ("2.13", "2.14", "2.15")
 
 _SIDECAR = ".neuron-sha256"
 _ENTRY_DIRS = ("fxgraph", "aotautograd")

@@ -19,14 +19,14 @@ import inspect
 import textwrap
 import types
 
-from .._torch_versions import require
+from .._torch_versions import minor, require
 
 DEVICE = "neuron"
 # The torch minors whose Inductor sources the TARGETS list below was checked against.
-WRITTEN_FOR = ("2.13", "2.14")
+WRITTEN_FOR = ("2.13", "2.14", "2.15")
 
-# module -> qualified function names inside it
-TARGETS: dict[str, tuple[str, ...]] = {
+# module -> qualified function names inside it (torch 2.13 and 2.14; 2.15's changes are in _CHANGED)
+_TARGETS_213: dict[str, tuple[str, ...]] = {
     "torch._inductor.lowering": ("cat", "_pad_as_cat", "use_two_step_variance", "div_prim"),
     "torch._inductor.kernel.bmm": ("tuned_bmm",),
     "torch._inductor.decomposition": ("bmm", "addmm", "mm"),
@@ -43,6 +43,28 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "torch._inductor.select_algorithm": ("AlgorithmSelectorCache.__call__",),
     "torch._inductor.codegen.wrapper": ("AllocateLine.plan",),
 }
+
+# torch 2.15: the combo-kernel grouping's cpu/mps exclusion moved into a helper of its own, and pooling's
+# argmax offsets take CPU's C++ path (a row-major index into the window) in a new helper.
+_CHANGED: dict[str, dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {   # minor -> module -> (drop, add)
+    "2.15": {
+        "torch._inductor.scheduler": (("ForeachKernelSchedulerNode._default_group_nodes_for_combo_kernels",),
+                                      ("ForeachKernelSchedulerNode._filter_nodes_for_combo_kernel_grouping",)),
+        "torch._inductor.lowering": ((), ("_pool_argmax_inner_fn",)),
+    },
+}
+
+
+def targets_for(version_minor: str) -> dict[str, tuple[str, ...]]:
+    """The functions to widen on torch `version_minor` (one of WRITTEN_FOR)."""
+    targets = dict(_TARGETS_213)
+    for module_name, (drop, add) in _CHANGED.get(version_minor, {}).items():
+        targets[module_name] = tuple(n for n in targets[module_name] if n not in drop) + add
+    return targets
+
+
+# The running torch's list (the latest known one on a torch apply() refuses).
+TARGETS: dict[str, tuple[str, ...]] = targets_for(minor() if minor() in WRITTEN_FOR else WRITTEN_FOR[-1])
 
 _patched: dict[str, int] = {}
 

@@ -22,7 +22,7 @@ from .._torch_versions import require
 
 DEVICE = "neuron"
 # The torch minors whose torch._subclasses.fake_impls conv rule this wrapper was checked against.
-WRITTEN_FOR = ("2.13", "2.14")
+WRITTEN_FOR = ("2.13", "2.14", "2.15")
 
 _installed = False
 

@@ -30,7 +30,7 @@ from .._torch_versions import require
 
 # The torch minors whose torch._inductor.codecache.get_lock_dir, CppCodeCache._load_library (a classmethod
 # every kernel cache inherits) and `<key>.lock` / `<name>_CxxBuild` naming this module relies on were read.
-WRITTEN_FOR = ("2.13", "2.14")
+WRITTEN_FOR = ("2.13", "2.14", "2.15")
 
 ATTEMPTS = 3   # one broken library per attempt: a graph rarely has more than one half-built kernel
 _LIBRARY = re.compile(r"(/[^\s:'\"]+\.so)\b")

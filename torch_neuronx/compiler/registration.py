@@ -25,7 +25,7 @@ from .._torch_versions import require
 DEVICE = "neuron"
 # The torch minors whose PythonWrapperCodegen (create, _generate_kernel_call_helper, make_allocation)
 # the wrapper subclass below overrides were checked against.
-WRAPPER_WRITTEN_FOR = ("2.13", "2.14")
+WRAPPER_WRITTEN_FOR = ("2.13", "2.14", "2.15")
 _lock = threading.Lock()
 _done = False
 

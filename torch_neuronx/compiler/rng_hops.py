@@ -13,7 +13,7 @@ from .._torch_versions import require
 
 DEVICE = "neuron"
 # The torch minors whose torch._prims.rng_prims higher-order ops these registrations were checked against.
-WRITTEN_FOR = ("2.13", "2.14")
+WRITTEN_FOR = ("2.13", "2.14", "2.15")
 
 
 def _save_state(op, *args, **kwargs):

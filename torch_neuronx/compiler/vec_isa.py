@@ -15,6 +15,10 @@ A test library that is not a whole shared object (empty or cut short by a build 
 every later check, so every later process would silently compile without that ISA (scalar kernels, other cache
 keys). Inductor never rebuilds a library that exists; we remove such a library (inside Inductor's lock for it)
 and check the ISA once more, which rebuilds it.
+
+From torch 2.14 on, Inductor writes a marker of its own after a child loaded a library (`<library>.load_ok`,
+trusted while it exists) and skips the child when it finds one, so there we write no marker (ours would never be
+read) and keep only the rebuild of a damaged library.
 """
 from __future__ import annotations
 
@@ -31,7 +35,15 @@ from .._torch_versions import require
 from . import kernel_libraries
 
 # The torch minors whose torch._inductor.cpu_vec_isa.VecISA._probe_load and check_build these wrappers were checked against.
-WRITTEN_FOR = ("2.13", "2.14")
+WRITTEN_FOR = ("2.13", "2.14", "2.15")
+# Whether that torch's check_build keeps its own load marker (`<library>.load_ok`) and skips _probe_load on it.
+INDUCTOR_MARKS_LOADS = {"2.13": False, "2.14": True, "2.15": True}
+
+
+def marker_glob() -> str:
+    """The file-name pattern of the markers that remember a load on the running torch (ours or Inductor's)."""
+    return "*.load_ok" if INDUCTOR_MARKS_LOADS[require("torch_neuronx.compiler.vec_isa.marker_glob", WRITTEN_FOR)] \
+        else "*.loaded-*"
 
 
 def advertised_isas() -> list[str]:
@@ -100,16 +112,16 @@ def install() -> bool:
     from .._wrap import wrap_once
 
     what = "torch_neuronx.compiler.vec_isa.install (wraps torch._inductor.cpu_vec_isa.VecISA._probe_load and check_build)"
-    require(what, WRITTEN_FOR)
+    own_markers = not INDUCTOR_MARKS_LOADS[require(what, WRITTEN_FOR)]
     if not hasattr(cpu_vec_isa.VecISA, "_probe_load"):
         raise RuntimeError(f"torch-neuronx: {what}: this torch has no VecISA._probe_load")
 
     def make(original):
         def _probe_load(self, output_path: str) -> bool:
-            if loaded_before(output_path):
+            if own_markers and loaded_before(output_path):
                 return True
             ok = original(self, output_path)
-            if ok:
+            if ok and own_markers:
                 remember_loaded(output_path)
             elif platform.system() == "Linux" and not kernel_libraries.whole(output_path):   # we hold Inductor's lock here
                 os.remove(output_path)

@@ -16,7 +16,7 @@ from .._torch_versions import require
 
 _PACKAGE = __package__  # torch_neuronx.distributed
 # The torch minors whose torch._dynamo.trace_rules.add this was checked against.
-WRITTEN_FOR = ("2.13", "2.14")
+WRITTEN_FOR = ("2.13", "2.14", "2.15")
 
 
 def _skip(trace_rules) -> None:

@@ -21,7 +21,7 @@ from .._wrap import wrap_once
 from ._registration import BACKEND_NAME
 
 # The torch minors whose distributed_c10d.monitored_barrier this wrapper repeats the steps of.
-WRITTEN_FOR = ("2.13", "2.14")
+WRITTEN_FOR = ("2.13", "2.14", "2.15")
 
 
 def _is_neuron_group(group) -> bool:

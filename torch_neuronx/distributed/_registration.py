@@ -38,9 +38,10 @@ def register_backend() -> bool:
     if not torch.distributed.is_available():
         return False
     dist = torch.distributed
-    from . import _monitored_barrier
+    from . import _flight_recorder, _monitored_barrier
 
     _monitored_barrier.install()  # torch's monitored_barrier names gloo alone; neuron groups run it too
+    _flight_recorder.install()  # torch 2.15's flight recorder cannot record a Python process group
     if _dry_run():
         from ..plan.distributed import install as _install_dry_run
 

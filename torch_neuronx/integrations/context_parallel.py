@@ -26,10 +26,10 @@ aten = torch.ops.aten
 FWD = aten._scaled_dot_product_flash_attention_for_cpu.default
 BWD = aten._scaled_dot_product_flash_attention_for_cpu_backward.default
 SEQ_DIM = 2  # context parallelism shards (batch, heads, seq, dim) along seq, as torch's ring does
-# torch internals this adapter calls; checked against torch 2.13 and 2.14 (checked in patch)
+# torch internals this adapter calls; checked against torch 2.13, 2.14 and 2.15 (checked in patch)
 _NEEDED = ("custom_ops", "_templated_ring_attention", "_templated_ring_attention_backward",
            "_enable_cp_dtensor_dispatcher", "_disable_cp_dtensor_dispatcher", "context_parallel")
-_KNOWN_TORCH = ("2.13", "2.14")
+_KNOWN_TORCH = ("2.13", "2.14", "2.15")
 
 
 def _fwd_strategy(op_schema):

@@ -24,7 +24,7 @@ from .config import NumericsConfig
 _INTERESTING = frozenset(int64.DTYPES + float64.DTYPES + fp8.DTYPES + int_via_fp32.INT_DTYPES)
 _LOW = frozenset(stochastic_rounding.DTYPES)
 # The torch minors whose Dynamo frame-skip API (set_code_exec_strategy, FrameExecStrategy) skip_dynamo was checked against.
-SKIP_DYNAMO_WRITTEN_FOR = ("2.13", "2.14")
+SKIP_DYNAMO_WRITTEN_FOR = ("2.13", "2.14", "2.15")
 # Results with no values yet: nothing to check or emulate.
 _UNINITIALISED = frozenset({"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
                             "aten::new_empty_strided", "aten::empty_permuted", "aten::resize_", "aten::set_"})
