@@ -31,13 +31,21 @@ def _libraries(folder):
     return [os.path.join(d, f) for d, _, files in os.walk(folder) for f in files if f.endswith(".main.so")]
 
 
-@pytest.mark.parametrize("damage", ["empty", "truncated"])
-def test_a_library_left_by_a_killed_build_is_rebuilt(tmp_path, damage):
-    folder = tmp_path / "cache"
+@pytest.fixture(scope="module")
+def primed(tmp_path_factory):
+    """A cache folder after one cold compile (kernel and Inductor's vector-ISA test libraries built), shared
+    by both damage cases: the cold process is the costly one."""
+    folder = tmp_path_factory.mktemp("broken-library-cache")
     first = _compile_in_fresh_process(folder)
     assert first.returncode == 0, first.stderr[-3000:]
+    assert _libraries(folder), "the compile built no kernel library"
+    return folder
+
+
+@pytest.mark.parametrize("damage", ["empty", "truncated"])
+def test_a_library_left_by_a_killed_build_is_rebuilt(primed, damage):
+    folder = primed
     libraries = _libraries(folder)
-    assert libraries, "the compile built no kernel library"
     # What a process killed inside the linker leaves: the library, empty or cut short, and its build
     # folder, but no FX-graph or AOTAutograd entry (those are written after the build)
     root = folder / f"torch-{torch.__version__}"
@@ -50,16 +58,16 @@ def test_a_library_left_by_a_killed_build_is_rebuilt(tmp_path, damage):
         os.makedirs(lib[: -len(".so")] + "_CxxBuild", exist_ok=True)
 
     second = _compile_in_fresh_process(folder)
-    assert second.returncode == 0, second.stderr[-3000:]
+    assert second.returncode == 0, second.stderr[-3000:]   # a cut-short library was SIGBUS before the check
     torch.testing.assert_close(torch.tensor(json.loads(second.stdout.split("RESULT", 1)[1])["out"]),
                                tiny_graph(tiny_input("cpu")))
     assert "could not be loaded" in second.stderr and "rebuilt" in second.stderr, second.stderr[-3000:]
     for lib in libraries:
-        assert os.path.getsize(lib) > 1000, lib
+        assert os.path.getsize(lib) > 1000 and kernel_libraries.whole(lib), lib
         assert not os.path.exists(lib[: -len(".so")] + "_CxxBuild")
-
-    third = _compile_in_fresh_process(folder)   # the rebuilt library serves later processes silently
-    assert third.returncode == 0 and "could not be loaded" not in third.stderr, third.stderr[-3000:]
+    if damage == "truncated":   # the rebuilt library serves later processes silently
+        third = _compile_in_fresh_process(folder)
+        assert third.returncode == 0 and "could not be loaded" not in third.stderr, third.stderr[-3000:]
 
 
 def test_only_a_library_inside_the_cache_folder_counts(tmp_path):
