@@ -69,8 +69,10 @@ def install() -> None:
             "CppCodeCache._load_library)", WRITTEN_FOR)
     from torch._inductor.codecache import CppCodeCache
 
+    from .._wrap import is_wrapped
+
     original = CppCodeCache.__dict__["_load_library"].__func__
-    if getattr(original, "_torch_neuronx", False):
+    if is_wrapped(original):   # a classmethod, which _wrap.wrap_once does not handle: same tag, set by hand
         return
 
     def _load_library(cls, path: str, key: str):
@@ -79,7 +81,9 @@ def install() -> None:
                               "the linker leaves it)")
         return original(cls, path, key)
 
-    _load_library._torch_neuronx = True
+    from .._wrap import _TAG
+
+    setattr(_load_library, _TAG, True)
     _load_library.__wrapped__ = original
     CppCodeCache._load_library = classmethod(_load_library)
 

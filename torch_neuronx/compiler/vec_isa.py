@@ -121,8 +121,9 @@ def install() -> bool:
             if own_markers and loaded_before(output_path):
                 return True
             ok = original(self, output_path)
-            if ok and own_markers:
-                remember_loaded(output_path)
+            if ok:
+                if own_markers:
+                    remember_loaded(output_path)
             elif platform.system() == "Linux" and not kernel_libraries.whole(output_path):   # we hold Inductor's lock here
                 os.remove(output_path)
                 _rebuild.pending = True
