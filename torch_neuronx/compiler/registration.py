@@ -181,20 +181,9 @@ def _make_wrapper_codegen():
 
     fast_alloc = hasattr(__import__("torch_neuronx")._C, "_empty_strided_neuron")
 
-    class NeuronWrapperCodegen(PythonWrapperCodegen):
-        """Host glue of a compiled graph: kernels are called like CPU kernels,
-        buffers are allocated on the graph's neuron core."""
-
-        @staticmethod
-        def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
-            if is_subgraph:
-                return SubgraphPythonWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
-            return NeuronWrapperCodegen()
-
-        def write_header(self) -> None:
-            super().write_header()
-            if fast_alloc:
-                self.header.writeline("empty_strided_neuron = __import__('torch_neuronx')._C._empty_strided_neuron")
+    class _NeuronKernelCalls:
+        """Kernels are called like CPU kernels, buffers are allocated on the graph's neuron core: the
+        main program's wrapper and a nested compile region's subgraph function (invoke_subgraph) alike."""
 
         def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, **kwargs):
             if device is not None and device.type == DEVICE:
@@ -222,6 +211,23 @@ def _make_wrapper_codegen():
             if view != size:
                 out += f".as_strided({view}, {strides})"
             return out
+
+    class NeuronSubgraphWrapperCodegen(_NeuronKernelCalls, SubgraphPythonWrapperCodegen):
+        """A subgraph's function (torch.compiler.nested_compile_region): its header is the parent's."""
+
+    class NeuronWrapperCodegen(_NeuronKernelCalls, PythonWrapperCodegen):
+        """Host glue of a compiled graph."""
+
+        @staticmethod
+        def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+            if is_subgraph:
+                return NeuronSubgraphWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
+            return NeuronWrapperCodegen()
+
+        def write_header(self) -> None:
+            super().write_header()
+            if fast_alloc:
+                self.header.writeline("empty_strided_neuron = __import__('torch_neuronx')._C._empty_strided_neuron")
 
     return NeuronWrapperCodegen
 
