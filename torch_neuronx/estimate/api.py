@@ -15,6 +15,35 @@ def _publish_flops(device: int, flops) -> None:
         add(device, "estimated_flops", int(flops))
 
 
+def _eager_hooks_tracker(mod_tracker: type) -> type:
+    """ModTracker whose global module hooks, when they run eagerly, are never compiled themselves.
+
+    A module compiled in place (`nn.Module.compile`, diffusers' `compile_repeated_blocks`) runs its
+    hooks eagerly around the compiled forward with Dynamo's frame callback still set, so Dynamo
+    compiled the frames the hooks call (ModTracker's `_get_mod_name` and the WeakKeyDictionary
+    lookup inside it), once per module: the 9th block of a `fullgraph=True` model then failed with
+    FailOnRecompileLimitHit, only while estimating (the full-size Qwen-Image plan's 32 blocks). While
+    Dynamo traces a hook (is_compiling), it is traced as before."""
+    import torch
+    import torch._dynamo
+
+    eager_pre = torch._dynamo.disable(mod_tracker._fw_pre_hook)
+    eager_post = torch._dynamo.disable(mod_tracker._fw_post_hook)
+
+    class EagerHooksModTracker(mod_tracker):
+        def _fw_pre_hook(self, mod, input):
+            if torch.compiler.is_compiling():
+                return mod_tracker._fw_pre_hook(self, mod, input)
+            return eager_pre(self, mod, input)
+
+        def _fw_post_hook(self, mod, input, output):
+            if torch.compiler.is_compiling():
+                return mod_tracker._fw_post_hook(self, mod, input, output)
+            return eager_post(self, mod, input, output)
+
+    return EagerHooksModTracker
+
+
 class Estimate(Report):
     """Context manager and result: `with torch_neuronx.estimate() as est: ...; est.summary()`.
 
@@ -50,7 +79,7 @@ class Estimate(Report):
         warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
         if self._mode is not None:
             raise RuntimeError("this estimate is already collecting; create a new torch_neuronx.estimate()")
-        self._tracker = ModTracker()
+        self._tracker = _eager_hooks_tracker(ModTracker)()
         self._tracker.__enter__()
         self._mode = EstimateMode(self, self._include_fake)
         self._mode.__enter__()
