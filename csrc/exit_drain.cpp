@@ -10,6 +10,8 @@
 // every earlier GraphTask first: workers handle their queue in order.
 #include "neuron_core.h"
 
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/ones.h>
 #include <c10/core/AutogradState.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/csrc/autograd/autograd.h>

@@ -10,6 +10,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/GeneratorForPrivateuseone.h>
+#include <ATen/ops/empty.h>
 #include <c10/core/GeneratorImpl.h>
 
 #include <array>

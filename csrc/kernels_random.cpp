@@ -9,6 +9,8 @@
 // drawn by `bernoulli_` on the neuron tensor, i.e. from the neuron generator.
 #include "neuron_core.h"
 
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/ones_like.h>
 #include <torch/library.h>
 
 namespace torch_neuronx {

@@ -3,7 +3,7 @@
 
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/Generator.h>
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 namespace torch_neuronx {
 void bind_tools(py::module& m);  // tools_bindings.cpp

@@ -6,7 +6,9 @@
 // `configure_runtime`, which is the seam a real Neuron runtime would replace.
 #pragma once
 
-#include <ATen/ATen.h>
+// The Tensor class only, not <ATen/ATen.h>: that one declares every ATen op and cost ~13 s of
+// compile per file that includes this header; a file includes the ops it calls (<ATen/ops/NAME.h>).
+#include <ATen/core/Tensor.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Device.h>
 

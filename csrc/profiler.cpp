@@ -35,7 +35,7 @@
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
 #include <torch/csrc/profiler/stubs/base.h>
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <GenericTraceActivity.h>
 #include <IActivityProfiler.h>

@@ -6,7 +6,7 @@
 
 #include <torch/csrc/Export.h>
 #include <torch/csrc/profiler/combined_traceback.h>
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 // From torch/csrc/profiler/python/combined_traceback.h (libtorch_python), declared
 // here because that header needs nlohmann/json, which torch does not install.
