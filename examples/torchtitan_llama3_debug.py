@@ -4,6 +4,8 @@
     torchrun --nproc-per-node=4 examples/torchtitan_llama3_debug.py \\
         --parallelism.tensor-parallel-degree 2 --compile.enable --compile.backend neuron  # TP x FSDP, compiled
     torchrun --nproc-per-node=2 examples/torchtitan_llama3_debug.py --device cpu         # the CPU/gloo reference
+    torchrun --nproc-per-node=2 examples/torchtitan_llama3_debug.py --module graph_trainer.llama3 \\
+        --config graph_trainer_llama3_debugmodel_sdpa --compile.mode jit --compile.backend neuron  # SimpleFSDP
 
 Anything after the script name is a TorchTitan argument and overrides the defaults below (its
 `--module llama3 --config llama3_debugmodel_varlen_attn`, a tiny local tokenizer and dataset built by

@@ -30,9 +30,11 @@ def failing_compile(monkeypatch):
     and Inductor raises MissingOperatorWithoutDecomp while lowering the graph."""
     import torch._inductor.config as inductor_config
 
-    monkeypatch.setattr(inductor_config, "implicit_fallbacks", False)
     monkeypatch.setenv("TORCH_NEURONX_DISABLE_NEFF_CACHE", "1")  # no cached program may hide the failure
-    return _with_unlowered_op
+    # the config's own patch, not monkeypatch: on torch 2.14+ (an ImplicationConfigModule) monkeypatch's
+    # undo leaves `implicit_fallbacks` unreadable, so every later use of this fixture failed in setup
+    with inductor_config.patch(implicit_fallbacks=False):
+        yield _with_unlowered_op
 
 
 def _run(fn=elementwise, **compile_kwargs):

@@ -5,6 +5,9 @@ weights) feeds three 2-rank launches of `examples/torchtitan_llama3_debug.py`:
   1. neuron, FSDP2, `--compile.enable --compile.backend neuron`, distributed checkpoint every 2 steps;
   2. neuron again, resuming from that run's step-2 checkpoint: its step 3 equals run 1's step 3;
   3. the CPU/gloo reference of run 1 (eager): its losses equal run 1's within fp32 tolerance.
+A second test does the same for SimpleFSDP (TorchTitan's `experiments/graph_trainer`): its Llama 3
+debug model (SDPA attention) compiled whole with `--compile.mode jit --compile.backend neuron` on 2
+ranks, against the eager CPU/gloo run of its `_sdpa_eager` config, both from one seed checkpoint.
 Shapes are TorchTitan's debug model (6 layers, dim 256) on 64-token sequences, 3 steps. TorchTitan
 0.3.0 imports triton, which .ci/run installs outside site-packages at $TORCH_NEURONX_TITAN_SITE; the
 launches put that folder on their path.
@@ -61,4 +64,27 @@ def test_llama3_debug_model_fsdp_compile_checkpoint_match_cpu(tmp_path):
 
     cpu = _launch(tmp_path, "cpu", 2, *ckpt, device="cpu")
     print(f"losses: neuron compiled {compiled}, resumed {resumed}, cpu eager {cpu}")  # shown with -rP
+    assert cpu == pytest.approx(compiled, abs=5e-5), f"neuron {compiled} vs cpu {cpu}"
+
+
+SIMPLE_FSDP = ["--module", "graph_trainer.llama3", "--config", "graph_trainer_llama3_debugmodel_sdpa"]
+
+
+def test_simple_fsdp_llama3_debug_model_compiled_neuron_matches_cpu(tmp_path):
+    import torchtitan.experiments.graph_trainer.simple_fsdp  # noqa: F401  (a missing one fails, it does not skip)
+
+    _launch(tmp_path, "seed", 1, *SIMPLE_FSDP, "--checkpoint.enable", "--checkpoint.create-seed-checkpoint")
+    seed = ["--checkpoint.enable", "--checkpoint.initial-load-path", str(tmp_path / "seed" / "checkpoint" / "step-0")]
+
+    # the graph trainer's "jit" mode is torch.compile(model, backend=--compile.backend, fullgraph=True)
+    # over the SimpleFSDP-wrapped model; its default mode ("aot_fx_trace") ignores the backend
+    compiled = _launch(tmp_path, "neuron", 2, *SIMPLE_FSDP, *seed, "--compile.mode", "jit",
+                       "--compile.backend", "neuron")
+    assert sorted(compiled) == [1, 2, 3], compiled
+    assert compiled[3] < compiled[1], f"loss did not fall: {compiled}"
+
+    # the same model, SimpleFSDP eager (compile off, no graph capture), on CPU tensors over gloo
+    cpu = _launch(tmp_path, "cpu", 2, "--module", "graph_trainer.llama3", "--config",
+                  "graph_trainer_llama3_debugmodel_sdpa_eager", *seed, device="cpu")
+    print(f"losses: neuron SimpleFSDP compiled {compiled}, cpu eager {cpu}")  # shown with -rP
     assert cpu == pytest.approx(compiled, abs=5e-5), f"neuron {compiled} vs cpu {cpu}"
