@@ -48,6 +48,7 @@ SECONDS: dict[str, float] = {
     "tests/compiler/test_cache.py": 44,
     "tests/test_dependency_check.py": 42,
     "tests/plan/test_exact.py": 42,
+    "tests/plan/test_generate_calls.py": 40,
     "tests/clients/test_accelerate_test.py": 37,
     "tests/clients/test_parallel_compile.py": 31,
     "tests/plan/test_distributed_launch.py": 25,

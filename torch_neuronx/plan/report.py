@@ -54,6 +54,7 @@ def build(run) -> dict:
         "host_sync_count": n_syncs,
         "estimated_total_s": total,
         "optimizer_steps": steps,
+        "generate_calls": list(run.generation.calls),   # per generate(): TTFT, TPOT (plan/generation.py)
         "estimated_step_s": total / steps if steps else None,
         "time_breakdown": breakdown,
         "flops": est.flops,
@@ -109,6 +110,13 @@ def _where_text(core: dict) -> str:
     return text
 
 
+def _generate_row(g: dict) -> str:
+    tpot = _t(g["tpot_ms"] / 1e3) if g["tpot_ms"] is not None else "-"
+    rate = f"{g['output_tokens_per_s']:.1f}" if g["output_tokens_per_s"] else "-"
+    return (f"| `{g['site']}` | {g['batch']} | {g['input_tokens']} | {g['new_tokens']} "
+            f"| {_t(g['ttft_ms'] / 1e3)} | {tpot} | {rate} |")
+
+
 def markdown(r: dict) -> str:
     verdict = "fits" if r["fits"] else "does NOT fit"
     lines = [f"# Dry run on {r['instance']} (LNC={r['lnc']}): {verdict}", ""]
@@ -137,6 +145,12 @@ def markdown(r: dict) -> str:
               f"| {_t(sum(c['seconds'] for c in tb['collectives'].values()))} | {_t(tb['host_syncs_s'])} |"]
     for kind, c in tb["collectives"].items():
         lines.append(f"- {kind}: {c['count']} calls, {c['bytes'] / 1e6:.3g} MB, {_t(c['seconds'])}")
+    gens = r.get("generate_calls") or []
+    if gens:
+        lines += ["", f"## generate() calls: {len(gens)}", "",
+                  "| site | batch | input tokens | new tokens | TTFT | per output token | output tokens/s |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += [_generate_row(g) for g in gens[:10]]
     comp = r["compiled"]
     lines += ["", f"## Compiled graphs: {comp['distinct_graphs']} distinct, {comp['graphs_compiled']} compiled, "
               f"{comp['recompilations']} recompilations, {comp['graph_breaks']} graph breaks"]

@@ -11,6 +11,7 @@ import time
 import torch
 
 from . import syncs as syncs_mod
+from .generation import GenerateCalls
 from .memory import Memory
 
 _active: list = []   # the DryRun sessions entered, innermost last
@@ -30,6 +31,7 @@ class DryRun:
         self.syncs = syncs_mod.HostSyncs()
         self.ops: dict[str, int] = {}
         self.optimizer_steps = 0
+        self.generation = GenerateCalls(self)
         self._mode = None
         self._step_hook = None
         self._metrics0: dict = {}
@@ -52,6 +54,7 @@ class DryRun:
         self._mode = DryRunMode(self)
         self._mode.__enter__()          # below the estimate's mode, which must see our outputs
         self.estimate.__enter__()
+        self.generation.start()
         _active.append(self)
         return self
 
@@ -60,6 +63,7 @@ class DryRun:
             return
         if _active and _active[-1] is self:
             _active.pop()
+        self.generation.stop()
         self.estimate.__exit__(*exc)
         self._mode.__exit__(*exc)
         self._mode = None
