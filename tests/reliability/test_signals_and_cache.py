@@ -27,6 +27,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 INTERRUPT = """
 import os, signal, threading, time, torch
 
+# Python turns SIGINT into KeyboardInterrupt only if the process did not start with SIGINT ignored,
+# and a non-interactive shell's background job (`cmd &`) does start so: the Ctrl-C of a terminal's
+# foreground process, which these cases model, needs the handler whatever launched pytest.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 def interrupt_after(seconds):
     threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGINT)).start()
 
