@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-TESTED: tuple[str, ...] = ("2.13", "2.14")
+TESTED: tuple[str, ...] = ("2.13", "2.14", "2.15")
 
 
 class UnsupportedTorchVersionError(RuntimeError):
