@@ -26,10 +26,12 @@ _MODULE = "transformers.generation.utils"
 
 
 class GenerateCalls:
-    """The `generate()` calls of one dry run (`report()["generate_calls"]`)."""
+    """The `generate()` calls seen between `start()` and `stop()`, timed from `estimate`'s events (a dry
+    run's `report()["generate_calls"]`; `plan generate` reads its one call from here too). `syncs`,
+    when given (a dry run's HostSyncs), adds the host syncs between marks."""
 
-    def __init__(self, run) -> None:
-        self.run = run
+    def __init__(self, estimate, syncs=None) -> None:
+        self.estimate, self.syncs = estimate, syncs
         self.calls: list[dict] = []
         self._patched = None      # (GenerationMixin, its own generate) while wrapped
         self._finder = None
@@ -65,12 +67,12 @@ class GenerateCalls:
 
     # ---- one call -----------------------------------------------------------------------------
     def _mark(self) -> tuple[int, int]:
-        return len(self.run.estimate.events), self.run.syncs.total
+        return len(self.estimate.events), self.syncs.total if self.syncs is not None else 0
 
     def _seconds(self, a: tuple[int, int], b: tuple[int, int], device: int | None) -> float:
-        events = self.run.estimate.events[a[0]:b[0]]
+        events = self.estimate.events[a[0]:b[0]]
         busy = sum(e.seconds for e in events if device is None or e.device == device)
-        return busy + (b[1] - a[1]) * self.run.estimate.hardware.assumptions.host_sync_s
+        return busy + (b[1] - a[1]) * self.estimate.hardware.assumptions.host_sync_s
 
     def _timed(self, original, model, args, kwargs):
         import torch

@@ -31,7 +31,7 @@ class DryRun:
         self.syncs = syncs_mod.HostSyncs()
         self.ops: dict[str, int] = {}
         self.optimizer_steps = 0
-        self.generation = GenerateCalls(self)
+        self.generation = GenerateCalls(self.estimate, self.syncs)
         self._mode = None
         self._step_hook = None
         self._metrics0: dict = {}

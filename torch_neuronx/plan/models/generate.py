@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from ..generation import GenerateCalls
 from .build import build_causal_lm, local_bytes
 from .layout import Layout, check_model
 from .measure import Region
@@ -30,17 +31,12 @@ def plan_generate(config, layout: Layout, *, batch: int = 1, input_tokens: int =
     model = None
     with fake_world(layout.tp):
         region = Region(layout)
-        forwards: list[tuple[int, int]] = []   # (event index, tokens per sequence) at each forward
+        calls = GenerateCalls(region.est)   # the phases, as a dry run's report times every generate()
         out = None
         with region:
             model = build_causal_lm(config, dtype, tp=layout.tp)
             model.eval()
 
-            def note(module, args, kwargs):
-                ids = kwargs.get("input_ids", args[0] if args else None)
-                forwards.append((len(region.est.events), ids.shape[-1] if ids is not None else 1))
-
-            hook = model.register_forward_pre_hook(note, with_kwargs=True)
             vocab = getattr(config, "vocab_size", None) or config.get_text_config().vocab_size
             ids = torch.randint(0, vocab, (batch, input_tokens), device="neuron:0")
             gen = GenerationConfig(
@@ -50,29 +46,30 @@ def plan_generate(config, layout: Layout, *, batch: int = 1, input_tokens: int =
                 prefill_chunk_size=prefill_chunk_size, return_dict_in_generate=True,
                 disable_compile=not compile,
                 compile_config=CompileConfig(backend="neuron", fullgraph=False, dynamic=False) if compile else None)
-            with torch.no_grad(), region.timed():
-                out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=gen)
-            hook.remove()
+            calls.start()
+            try:
+                with torch.no_grad(), region.timed():
+                    out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=gen)
+            finally:
+                calls.stop()
         report = base_report(layout, config, model, region, dtype, dry_run)
-        start = 0
-        decode = [i for i, n in forwards if n == 1]
-        total = region.seconds(start)
-        ttft = region.seconds(start, decode[0]) if decode else total
+        call = calls.calls[-1] if calls.calls else None   # none if the generate ran out of memory
         report.update({
             "batch": batch, "input_tokens": input_tokens, "output_tokens": output_tokens,
             "prefill_chunk_size": prefill_chunk_size, "compiled": compile, "replicas": replicas,
-            "forward_calls": len(forwards), "generated_tokens": None, "ttft_ms": None, "tpot_ms": None,
+            "forward_calls": call["forward_calls"] if call else None, "generated_tokens": None,
+            "ttft_ms": None, "tpot_ms": None,
             "output_tokens_per_s": None, "output_tokens_per_s_all_replicas": None, "generate_s": None,
         })
         if region.oom is None:
-            generated = out.sequences.shape[-1] - input_tokens
-            tpot = (total - ttft) / (generated - 1) if generated > 1 else 0.0
+            generated, total = call["new_tokens"], call["seconds"]
+            tpot = call["tpot_ms"] / 1e3 if call["tpot_ms"] is not None else 0.0
             cache = getattr(out, "past_key_values", None)
             kv = local_bytes(t for layer in getattr(cache, "layers", []) for t in (layer.keys, layer.values)) \
                 if cache is not None else None
             report["memory_breakdown_bytes_per_core"]["kv_cache"] = kv
             report.update({
-                "generated_tokens": generated, "generate_s": total, "ttft_ms": ttft * 1e3, "tpot_ms": tpot * 1e3,
+                "generated_tokens": generated, "generate_s": total, "ttft_ms": call["ttft_ms"], "tpot_ms": tpot * 1e3,
                 "output_tokens_per_s": batch * generated / total if total else None,
                 "output_tokens_per_s_all_replicas": replicas * batch * generated / total if total else None,
             })
