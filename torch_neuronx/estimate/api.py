@@ -1,6 +1,8 @@
 """`torch_neuronx.estimate()`: collect estimated Trainium times of everything run inside it."""
 from __future__ import annotations
 
+import functools
+
 from . import state
 from .hardware import hardware as _hardware
 from .report import Report
@@ -15,6 +17,7 @@ def _publish_flops(device: int, flops) -> None:
         add(device, "estimated_flops", int(flops))
 
 
+@functools.cache   # one subclass per tracker class, not one per estimate()
 def _eager_hooks_tracker(mod_tracker: type) -> type:
     """ModTracker whose global module hooks, when they run eagerly, are never compiled themselves.
 
