@@ -107,6 +107,9 @@ struct Block {
   size_t requested = 0;
   bool allocated = false;
   bool counted_inactive = false;  // counted in inactive_split
+  // Taken by a host kernel and not (yet) a neuron tensor's storage: its segment is reserved, but it
+  // is not counted as allocated (see HostKernelAllocator) until adoption makes it an op's result.
+  bool scratch = false;
   Segment* segment;
   Block* prev = nullptr;  // neighbours in the segment, by address
   Block* next = nullptr;
@@ -299,7 +302,8 @@ class NeuronAllocator final : public c10::DeviceAllocator {
 
   // A block of `nbytes` on the core (nullptr for 0 bytes); raises
   // torch.OutOfMemoryError when the core's HBM cannot hold a new segment.
-  Block* allocate_block(c10::DeviceIndex device, size_t nbytes) {
+  // `scratch`: a host kernel's allocation, counted only if adopted (claim_scratch).
+  Block* allocate_block(c10::DeviceIndex device, size_t nbytes, bool scratch = false) {
     check_device(device);
     check_not_in_bad_fork();
     if (nbytes == 0) return nullptr;
@@ -323,9 +327,14 @@ class NeuronAllocator final : public c10::DeviceAllocator {
       block->allocated = true;
       block->requested = nbytes;
       block->context = std::move(context);
-      count_alloc(device, st, block, +1);
+      block->scratch = scratch;
+      if (scratch) {
+        count_cached(block, +1);
+      } else {
+        count_alloc(device, st, block, +1);
+        trace(st, "alloc", block->ptr, block->size, block->context);
+      }
       live_[block->ptr] = block;
-      trace(st, "alloc", block->ptr, block->size, block->context);
     }
     for (void* p : to_free) release_segment_memory(p);
     return block;
@@ -337,7 +346,8 @@ class NeuronAllocator final : public c10::DeviceAllocator {
     const c10::Device where(kNeuron, device);
     if (nbytes == 0 || ptr == nullptr) return {nullptr, nullptr, &free_block, where};
     if (cpu.data_ptr().get_deleter() == &free_host_ptr) {
-      // The host kernel allocated it here already (counted once, as a block).
+      // The host kernel allocated it here already: counted from now, once, as a block.
+      claim_scratch(ptr);
       return {ptr, new AdoptedRef{std::move(cpu)}, &release_adopted, where};
     }
     // Bytes from elsewhere (a kernel's worker thread, a raw CPU allocation):
@@ -724,6 +734,30 @@ class NeuronAllocator final : public c10::DeviceAllocator {
     publish(device, s);
   }
 
+  // A host kernel's block becomes an op's result: from now on it is allocated memory (stats, peak,
+  // memory history). Host kernels' other allocations (a CPU kernel's scratch: fp32 copies of bf16
+  // matmul inputs, reduction buffers) are never counted: they depend on the host CPU's kernels, and
+  // a NeuronCore has no such HBM traffic; a dry run, which runs no host kernel, never sees them.
+ public:
+  void claim_scratch(const void* ptr) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = live_.find(ptr);
+    if (it == live_.end() || !it->second->scratch) return;
+    Block* b = it->second;
+    b->scratch = false;
+    const c10::DeviceIndex device = b->segment->device;
+    DeviceState& st = state_[device];
+    count_cached(b, -1);   // count_alloc takes it out of the cached total again
+    count_alloc(device, st, b, +1);
+    trace(st, "alloc", b->ptr, b->size, b->context);
+  }
+
+ private:
+  // reserved - allocated of own segments, which the cache limit reads: a scratch block is in use.
+  void count_cached(Block* b, int sign) {
+    if (!b->segment->external) cached_total_ -= sign * static_cast<int64_t>(b->size);
+  }
+
   void count_alloc(c10::DeviceIndex device, DeviceState& st, Block* b, int sign) {
     DeviceStats& s = st.stats;
     for (size_t idx : {size_t(0), pool_index(b->segment->small)}) {
@@ -765,9 +799,14 @@ class NeuronAllocator final : public c10::DeviceAllocator {
     const c10::DeviceIndex device = seg->device;
     DeviceState& st = state_[device];
     live_.erase(block->ptr);
-    trace(st, "free_requested", block->ptr, block->size, block->context);
-    trace(st, "free_completed", block->ptr, block->size, block->context);
-    count_alloc(device, st, block, -1);
+    if (block->scratch) {
+      count_cached(block, -1);
+      block->scratch = false;
+    } else {
+      trace(st, "free_requested", block->ptr, block->size, block->context);
+      trace(st, "free_completed", block->ptr, block->size, block->context);
+      count_alloc(device, st, block, -1);
+    }
     block->allocated = false;
     block->requested = 0;
     block->context.reset();
@@ -904,7 +943,7 @@ class HostKernelAllocator final : public c10::Allocator {
     if (device < 0 || g_cpu_raw_deleter == nullptr || in_bad_fork() || g_allocator.no_caching()) {
       return cpu_->allocate(nbytes);
     }
-    Block* block = g_allocator.allocate_block(device, nbytes);
+    Block* block = g_allocator.allocate_block(device, nbytes, /*scratch=*/true);
     void* ptr = block ? block->ptr : nullptr;
     return {ptr, ptr, &NeuronAllocator::free_host_ptr, c10::Device(c10::DeviceType::CPU)};
   }
@@ -945,6 +984,7 @@ bool adopt_cpu_storage_in_place(c10::StorageImpl* cpu, c10::DeviceIndex device) 
       data.get_deleter() != &NeuronAllocator::free_host_ptr) {
     return false;
   }
+  g_allocator.claim_scratch(data.get());
   cpu->_mutable_data_ptr_no_checks().unsafe_set_device(c10::Device(kNeuron, device));
   cpu->set_allocator(&g_allocator);  // growing it (resize_) allocates on the core
   return true;

@@ -80,6 +80,33 @@ def test_statistics_are_exact_and_per_core():
     assert "Allocated memory" in torch.neuron.memory_summary(2)
 
 
+def test_a_host_kernels_scratch_is_not_device_memory():
+    # A CPU kernel's own temporaries (bf16 mm converts its inputs to fp32 on this host; a bf16 mean
+    # accumulates in fp32) are the host's business: a NeuronCore has no such HBM allocations and a
+    # dry run, which runs no host kernel, never sees them. Only the op's result is counted, so the
+    # peak and the memory history do not depend on which host CPU ran the test.
+    gc.collect()
+    a = torch.randn(32, 64, device="neuron:1", dtype=torch.bfloat16)
+    b = torch.randn(128, 64, device="neuron:1", dtype=torch.bfloat16)
+    torch.neuron.memory._record_memory_history(max_entries=1000)
+    try:
+        for op, result_bytes in ((lambda: a @ b.t(), 32 * 128 * 2), (lambda: a.t() @ a, 64 * 64 * 2),
+                                 (lambda: a.mean(-1, keepdim=True), 256)):   # 64 B in a 256 B block
+            torch.neuron.reset_peak_memory_stats(1)
+            base = torch.neuron.memory_allocated(1)
+            out = op()
+            assert torch.neuron.memory_allocated(1) == base + result_bytes
+            assert torch.neuron.max_memory_allocated(1) == base + result_bytes
+            del out
+            assert torch.neuron.memory_allocated(1) == base
+        trace = torch.neuron.memory._snapshot()["device_traces"][1]
+    finally:
+        torch.neuron.memory._record_memory_history(enabled=None)
+    allocs = sorted(e["size"] for e in trace if e["action"] == "alloc")
+    assert allocs == sorted([32 * 128 * 2, 64 * 64 * 2, 256]), allocs   # the results only, each once
+    assert sum(e["action"] == "free_completed" for e in trace) == 3
+
+
 def test_hbm_capacity_enforced_and_tensors_intact():
     r = run_python("""
         import torch
