@@ -34,3 +34,14 @@ def test_graph_break_gives_two_compiled_graphs():
 def test_fullgraph_true_raises_on_graph_break():
     with pytest.raises(Exception, match="graph_break|Call to `torch._dynamo.graph_break"):
         torch.compile(with_break, backend="neuron", fullgraph=True)(neuron_randn(2, 8), neuron_randn(2, 8))
+
+
+def test_graph_break_reasons_name_why_code_ran_eagerly():
+    # a user asks "why is my model not one graph": the metrics give Dynamo's own reason text per break
+    torch_neuronx.compiler.reset_dynamo_metrics()
+    torch.compile(with_break, backend="neuron")(neuron_randn(2, 8), neuron_randn(2, 8, seed=1))
+    m = torch_neuronx.compiler.get_dynamo_metrics()
+    assert sum(m["graph_break_reasons"].values()) == m["graph_breaks"] >= 1
+    assert any("graph_break" in reason for reason in m["graph_break_reasons"]), m["graph_break_reasons"]
+    torch_neuronx.compiler.reset_dynamo_metrics()
+    assert torch_neuronx.compiler.get_dynamo_metrics()["graph_break_reasons"] == {}

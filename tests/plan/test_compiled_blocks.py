@@ -24,3 +24,24 @@ def test_more_blocks_than_the_recompile_limit_compiled_in_place_plan():
     torch._dynamo.reset()
     assert x.shape == (4, 16)
     assert run.report()["compiled"]["graph_breaks"] == 0
+    assert run.report()["compiled"]["graph_break_reasons"] == {}
+
+
+def test_the_report_names_why_a_compiled_function_broke_into_graphs():
+    torch._dynamo.reset()
+
+    def two_halves(x):
+        x = x.relu()
+        torch._dynamo.graph_break()
+        return x + 1
+
+    fn = torch.compile(two_halves, backend="neuron")
+    with plan.dry_run() as run:
+        fn(torch.ones(8, device="neuron"))
+    torch._dynamo.reset()
+    comp = run.report()["compiled"]
+    assert comp["graph_breaks"] == sum(comp["graph_break_reasons"].values()) >= 1
+    text = run.markdown()
+    # one markdown line per reason: Dynamo's first line (what broke), then its explanation
+    assert any(f"graph break (1x): {reason.splitlines()[0]}; Explanation:" in text
+               for reason in comp["graph_break_reasons"]), text

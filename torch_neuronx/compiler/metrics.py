@@ -28,16 +28,22 @@ def _fresh() -> dict:
 
 
 _state = _fresh()
-_graph_break_base = 0
+_graph_break_base: dict[str, int] = {}   # Dynamo's graph-break counter (reason -> count) at the last reset
 _recompiles_per_fn: dict[str, int] = defaultdict(int)
 _warned_fns: set[str] = set()
 
 
-def _dynamo_graph_breaks() -> int:
+def _dynamo_graph_breaks() -> dict[str, int]:
+    """Dynamo's own graph-break counter, keyed by its reason text (empty until Dynamo is loaded)."""
     if "torch._dynamo.utils" not in sys.modules:
-        return 0
+        return {}
     counters = sys.modules["torch._dynamo.utils"].counters
-    return int(sum(counters["graph_break"].values()))
+    return {str(reason): int(n) for reason, n in counters["graph_break"].items()}
+
+
+def _breaks_since_reset() -> dict[str, int]:
+    now = _dynamo_graph_breaks()
+    return {r: n - _graph_break_base.get(r, 0) for r, n in now.items() if n > _graph_break_base.get(r, 0)}
 
 
 def record(**increments) -> None:
@@ -70,12 +76,15 @@ def get_dynamo_metrics() -> dict:
     """Counters of the neuron torch.compile backend since the last reset.
 
     Keys: graphs_compiled, compile_time_s, cache_hits_memory, cache_hits_disk,
-    cache_misses, recompilations, recompile_reasons, graph_breaks, fallbacks,
-    compile_failures, dynamic_specializations.
+    cache_misses, recompilations, recompile_reasons, graph_breaks, graph_break_reasons
+    ({Dynamo's reason: count}, most frequent first: why code ran eagerly between graphs),
+    fallbacks, compile_failures, dynamic_specializations.
     """
     with _lock:
         out = {k: (list(v) if isinstance(v, list) else v) for k, v in _state.items()}
-        out["graph_breaks"] = max(0, _dynamo_graph_breaks() - _graph_break_base)
+        breaks = _breaks_since_reset()
+        out["graph_breaks"] = sum(breaks.values())
+        out["graph_break_reasons"] = dict(sorted(breaks.items(), key=lambda kv: -kv[1]))
     return out
 
 

@@ -68,6 +68,8 @@ def build(run) -> dict:
             "recompilations": m1["recompilations"] - m0["recompilations"],
             "recompile_reasons": m1["recompile_reasons"][len(m0["recompile_reasons"]):],
             "graph_breaks": m1["graph_breaks"] - m0["graph_breaks"],
+            # why code ran eagerly between graphs (its ops are then costed one by one, not fused)
+            "graph_break_reasons": _new_counts(m1["graph_break_reasons"], m0["graph_break_reasons"]),
             "graph_names": graph_names,
         },
         "unmodelled_ops": sorted(est.unmodelled),
@@ -75,6 +77,18 @@ def build(run) -> dict:
         "assumptions": {"host_sync_s": hw.assumptions.host_sync_s},
         "distributed": distributed_section(est),   # rank, world, collectives by group (plan/distributed)
     }
+
+
+def _new_counts(after: dict, before: dict) -> dict:
+    return {k: n - before.get(k, 0) for k, n in after.items() if n > before.get(k, 0)}
+
+
+def _break_line(reason: str) -> str:
+    """Dynamo's multi-line graph-break text as one markdown line: what broke and its explanation (the
+    JSON keeps the whole text, with the hint and the link)."""
+    lines = [ln.strip() for ln in reason.splitlines() if ln.strip()]
+    explained = [ln for ln in lines[1:] if ln.startswith("Explanation:")]
+    return "; ".join(lines[:1] + explained)
 
 
 def _gib(n) -> str:
@@ -155,6 +169,7 @@ def markdown(r: dict) -> str:
     lines += ["", f"## Compiled graphs: {comp['distinct_graphs']} distinct, {comp['graphs_compiled']} compiled, "
               f"{comp['recompilations']} recompilations, {comp['graph_breaks']} graph breaks"]
     lines += [f"- recompiled: {x}" for x in comp["recompile_reasons"][:10]]
+    lines += [f"- graph break ({n}x): {_break_line(reason)}" for reason, n in list(comp["graph_break_reasons"].items())[:10]]
     lines += ["", f"## Host syncs: {r['host_sync_count']} (each a point where the host waits for the device)", ""]
     if r["host_syncs"]:
         lines += ["| site | kind | count |", "|---|---|---|"]
