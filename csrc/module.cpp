@@ -1,8 +1,11 @@
 // torch_neuronx._C: the small Python surface of the C++ core.
 #include "neuron_core.h"
 
+#include <c10/util/SmallVector.h>
 #include <torch/csrc/Dtype.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 
 namespace torch_neuronx {
@@ -22,6 +25,46 @@ py::object default_generator_object(int64_t index) {
   const at::Generator& gen = default_generator(static_cast<c10::DeviceIndex>(index));
   return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(gen));
 }
+
+// A shape tuple (or list) of Python ints, read without pybind11's list caster.
+void parse_shape(PyObject* seq, const char* what, c10::SmallVector<int64_t, 8>& out) {
+  PyObject* fast = PySequence_Fast(seq, what);
+  if (fast == nullptr) throw python_error();
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  PyObject** items = PySequence_Fast_ITEMS(fast);
+  out.resize(n);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    out[i] = PyLong_AsLongLong(items[i]);
+    if (out[i] == -1 && PyErr_Occurred()) {
+      Py_DECREF(fast);
+      throw python_error();
+    }
+  }
+  Py_DECREF(fast);
+}
+
+// _empty_strided_neuron(size, stride, dtype, index): every buffer of a compiled graph is allocated
+// here, several per call. A raw METH_FASTCALL function, as torch's _empty_strided_cpu is: the
+// pybind11 binding it replaces spent ~3k instructions per call converting the two shape tuples
+// (callgrind, decode step of benchmarks/compile_decoder.py), more than the allocation.
+PyObject* empty_strided_neuron(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK_TYPE(nargs == 4, "_empty_strided_neuron(size, stride, dtype, index) takes 4 arguments, got ",
+                   nargs);
+  TORCH_CHECK_TYPE(THPDtype_Check(args[2]), "dtype must be a torch.dtype");
+  c10::SmallVector<int64_t, 8> size, stride;
+  parse_shape(args[0], "size must be a sequence of ints", size);
+  parse_shape(args[1], "stride must be a sequence of ints", stride);
+  const long long index = PyLong_AsLongLong(args[3]);
+  if (index == -1 && PyErr_Occurred()) throw python_error();
+  const auto scalar_type = reinterpret_cast<THPDtype*>(args[2])->scalar_type;
+  return THPVariable_Wrap(empty_strided_on(size, stride, scalar_type, static_cast<c10::DeviceIndex>(index)));
+  END_HANDLE_TH_ERRORS
+}
+
+PyMethodDef empty_strided_neuron_def = {
+    "_empty_strided_neuron", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&empty_strided_neuron)),
+    METH_FASTCALL, "Allocate an uninitialised neuron tensor (compiled graphs' buffers): (size, stride, dtype, index)."};
 
 }  // namespace
 }  // namespace torch_neuronx
@@ -46,14 +89,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_host_kernel_calls", &tn::host_kernel_calls);
   m.def("_cpu_alias", [](const at::Tensor& t) { return tn::cpu_alias(t); },
         "A CPU tensor over the same bytes as a neuron tensor (no copy).");
-  m.def(
-      "_empty_strided_neuron",
-      [](std::vector<int64_t> size, std::vector<int64_t> stride, py::object dtype, int64_t index) {
-        TORCH_CHECK(THPDtype_Check(dtype.ptr()), "dtype must be a torch.dtype");
-        const auto scalar_type = reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type;
-        return tn::empty_strided_on(size, stride, scalar_type, static_cast<c10::DeviceIndex>(index));
-      },
-      "Allocate an uninitialised neuron tensor (compiled graphs' buffers).");
+  m.add_object("_empty_strided_neuron",
+               py::reinterpret_steal<py::object>(PyCFunction_New(&tn::empty_strided_neuron_def, nullptr)));
   tn::bind_tools(m);
   tn::bind_numerics_filter(m);
   m.def("_drain_autograd_workers", &tn::drain_autograd_workers,
