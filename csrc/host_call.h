@@ -40,6 +40,16 @@ inline std::string device_str(c10::DeviceIndex index) { return "neuron:" + std::
 class HostCall {
  public:
   explicit HostCall(const c10::OperatorHandle& op) : op_(op) {}
+  // Cached aliases go back to this thread's cache once nothing of the call
+  // (written-argument records, the call's storage table) holds them any more.
+  ~HostCall() {
+    if (leases_.empty()) return;
+    writes_.clear();
+    storages_.clear();
+    for (auto& lease : leases_) alias_cache::release(lease);
+  }
+  HostCall(const HostCall&) = delete;
+  HostCall& operator=(const HostCall&) = delete;
 
   // Argument pass: neuron tensors -> host aliases, neuron devices -> cpu.
   void convert_arguments(torch::jit::Stack* stack) {
@@ -198,15 +208,15 @@ class HostCall {
     if (!t.defined()) return t;
     if (t.is_privateuseone()) {
       note_device(t.device().index());
-      const c10::Storage& alias = alias_storage(t.storage());
-      at::Tensor host = cpu_alias(t, alias);
+      at::Tensor host = host_alias(t);
+      c10::StorageImpl* alias = host.storage().unsafeGetStorageImpl();
       NeuronRef ref{&t, -1};
       if (!borrow) {
         ref = {nullptr, static_cast<int>(owned_.size())};
         owned_.push_back(t);
       }
       inputs_.push_back({host.unsafeGetTensorImpl(), ref});
-      if (is_write) writes_.push_back({ref, host, alias.unsafeGetStorageImpl()});
+      if (is_write) writes_.push_back({ref, host, alias});
       return host;
     }
     if (t.is_cpu()) {
@@ -217,13 +227,27 @@ class HostCall {
     return t;
   }
 
-  const c10::Storage& alias_storage(const c10::Storage& storage) {
-    c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
+  // The host alias of a neuron tensor: this thread's cached one when it still
+  // matches, else a new one (cached for the next call). Within one call every
+  // alias of one neuron storage shares one host storage, so the kernel's
+  // overlap and view checks see what they see on CPU.
+  at::Tensor host_alias(const at::Tensor& t) {
+    c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
+    const c10::Storage* known = nullptr;
     for (const auto& entry : storages_) {
-      if (entry.neuron == impl) return entry.host;
+      if (entry.neuron == impl) known = &entry.host;
     }
-    storages_.push_back({impl, make_cpu_alias_storage(storage)});
-    return storages_.back().host;
+    alias_cache::Lease lease = alias_cache::find(t, impl);
+    if (lease.alias.defined() &&
+        (known == nullptr || known->unsafeGetStorageImpl() == lease.alias.storage().unsafeGetStorageImpl())) {
+      if (known == nullptr) storages_.push_back({impl, lease.alias.storage()});
+      leases_.push_back(std::move(lease));
+      return leases_.back().alias;
+    }
+    if (known != nullptr) return cpu_alias(t, *known);
+    leases_.push_back(alias_cache::make(t, impl));
+    storages_.push_back({impl, leases_.back().alias.storage()});
+    return leases_.back().alias;
   }
 
   at::Tensor from_host(const at::Tensor& r) {
@@ -296,6 +320,7 @@ class HostCall {
   c10::SmallVector<Fresh, 2> fresh_;
   c10::SmallVector<size_t, 1> generator_slots_;
   c10::SmallVector<at::Generator, 1> generators_;
+  c10::SmallVector<alias_cache::Lease, 4> leases_;  // declared last: released first (see ~HostCall)
 };
 
 }  // namespace host_call

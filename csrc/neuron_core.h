@@ -58,6 +58,28 @@ c10::Storage make_cpu_alias_storage(const c10::Storage& neuron_storage);
 // A CPU tensor over the same bytes, sizes, strides and offset as `t`.
 at::Tensor cpu_alias(const at::Tensor& t, const c10::Storage& alias_storage);
 at::Tensor cpu_alias(const at::Tensor& t);
+// This thread's cache of host aliases (alias_cache.cpp): a neuron tensor used
+// again (weights, saved activations, optimizer state) finds its alias made
+// already instead of a new TensorImpl and StorageImpl per call.
+namespace alias_cache {
+struct Lease {
+  at::Tensor alias;
+  c10::StorageImpl* neuron;  // the caller's storage, alive for the call
+  uint32_t slot;
+};
+// The cached alias of `t` (storage `neuron`) when it still matches it (bytes,
+// byte count, dtype, geometry, flags, inference mode) and nothing else holds
+// it; an undefined alias otherwise.
+Lease find(const at::Tensor& t, c10::StorageImpl* neuron);
+// A new alias of `t` over a storage that does not own the neuron bytes (the
+// cache must not keep device memory alive), cached for the next call.
+Lease make(const at::Tensor& t, c10::StorageImpl* neuron);
+// After the call (the caller's tensors still alive): an alias or alias storage
+// that anything but the cache still references, or that the kernel re-pointed,
+// leaves the cache, and a non-owning storage then takes a reference to the
+// neuron storage so that the bytes outlive it.
+void release(Lease& lease);
+}  // namespace alias_cache
 // A neuron tensor over `storage` with the geometry of `like`.
 at::Tensor neuron_view(const c10::Storage& storage, const at::Tensor& like);
 

@@ -1,0 +1,73 @@
+"""The host-alias cache (csrc/alias_cache.cpp): a neuron tensor used again
+reuses the CPU alias its last op made. It must never change a result, keep
+device memory alive, or leave an alias that outlives its bytes."""
+import gc
+
+import torch
+
+import torch_neuronx  # noqa: F401
+
+
+def test_reused_tensors_equal_cpu_through_geometry_changes():
+    a, b = torch.randn(16), torch.randn(16)
+    an, bn = a.to("neuron"), b.to("neuron")
+    for _ in range(3):  # the second and third calls take the cached aliases
+        assert torch.equal((an + bn).cpu(), a + b)
+        an.add_(bn)
+        a.add_(b)
+        assert torch.equal(an.cpu(), a)
+    an.add_(an)  # one tensor as both arguments
+    a.add_(a)
+    assert torch.equal(an.cpu(), a)
+    an.resize_(4, 4)  # same bytes, new geometry: the cached alias no longer matches
+    a.resize_(4, 4)
+    assert torch.equal((an * 2).cpu(), a * 2)
+    assert torch.equal(an.t().contiguous().cpu(), a.t().contiguous())
+    with torch.inference_mode():
+        assert torch.equal((an * 3).cpu(), a * 3)
+    assert torch.equal((an * 3).cpu(), a * 3)
+
+
+def test_out_resize_through_a_cached_alias():
+    out = torch.empty(3, device="neuron")
+    x = torch.ones(5, device="neuron")
+    torch.neg(out, out=out)  # out's alias is cached
+    torch.add(x, 1, out=out.resize_(0))  # the kernel regrows the alias: it leaves the cache
+    assert out.shape == (5,) and torch.equal(out.cpu(), torch.full((5,), 2.0))
+    assert torch.equal((out * 2).cpu(), torch.full((5,), 4.0))
+
+
+def test_cache_keeps_no_device_memory_alive():
+    gc.collect()
+    base = torch.neuron.memory_allocated()
+    big = torch.randn(1 << 20, device="neuron")
+    (big * 2).sum()
+    (big * 2).sum()
+    del big
+    gc.collect()
+    assert torch.neuron.memory_allocated() == base
+
+
+_kept = []
+_lib = torch.library.Library("neuron_alias_cache_test", "DEF")
+_lib.define("keep(Tensor x) -> Tensor")
+
+
+def _keep_cpu(x):
+    _kept.append(x)  # a host kernel that keeps its input past the call
+    return x.clone()
+
+
+_lib.impl("keep", _keep_cpu, "CPU")
+
+
+def test_an_alias_kept_by_a_kernel_keeps_its_bytes():
+    x = torch.arange(8.0, device="neuron")
+    torch.ops.neuron_alias_cache_test.keep(x)
+    torch.ops.neuron_alias_cache_test.keep(x)
+    kept = _kept[-1]
+    del x
+    gc.collect()
+    torch.randn(8, device="neuron")  # would reuse the freed block, had nothing kept it
+    assert torch.equal(kept, torch.arange(8.0))
+    _kept.clear()
