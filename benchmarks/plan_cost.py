@@ -11,6 +11,14 @@ of RSS per layer), extrapolated to `--extrapolate` layers.
     python benchmarks/plan_cost.py                                   # Qwen3-8B config, dry run
     python benchmarks/plan_cost.py --layers 1,2,4 --real --width 256  # without the dry-run core: a
                                                                        # narrow model for real
+`--plans gen-script,sft-script` costs the seed's scripts themselves under `plan run` (item 5's plans
+with the layer count cut): the TP generation script (`--tp` ranks, `--ranks 0`, compiled static-cache
+decode, 2 prompts of `--input-tokens`, `--output-tokens` new) on `--gen-config` (the 27.5B
+Qwen3-style config), and the TRL SFT script (TP_SIZE x FSDP_SIZE = `--tp` x `--fsdp`, ranks 0 and
+last, batch `--micro-batch` x `--seq-len`, compiled, 2 steps) on `--config`:
+
+    python benchmarks/plan_cost.py --plans gen-script --layers 2,6 --tp 8 --output-tokens 8
+
 Target (issue 16 item 1): a full-size Qwen3-8B training step plans in under 4 GB of resident host
 memory; PASS/MISS is printed for the train rows at the config's own layer count when it is run.
 Never asserts; exit 0.
@@ -46,10 +54,10 @@ def _config_dir(src: str, layers: int, width: int | None, tmp: str) -> str:
     return out
 
 
-def _run(cmd: list[str], timeout: float) -> tuple[float, float, int, int]:
-    """(wall s, CPU s, peak RSS bytes, exit code) of one child (CPU: user + system, the figure that
-    does not depend on how busy a shared host is)."""
-    env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
+def _run(cmd: list[str], timeout: float, extra_env: dict | None = None) -> tuple[float, float, int, int]:
+    """(wall s, CPU s, peak RSS bytes, exit code) of one child and its children (CPU: user + system,
+    the figure that depends least on how busy a shared host is; RSS: the largest process)."""
+    env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", ""), **(extra_env or {})}
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = t0 + timeout
@@ -70,11 +78,37 @@ def _run(cmd: list[str], timeout: float) -> tuple[float, float, int, int]:
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024, proc.returncode
 
 
+def _script_cmd(plan: str, cfg: str, args, tmp: str) -> tuple[list[str], dict]:
+    """`plan run` of one of the seed's scripts on the config folder `cfg` (its command, its env)."""
+    head = [sys.executable, "-m", "torch_neuronx.plan", "run", "--instance", args.instance]
+    if plan == "gen-script":
+        n = max(args.output_tokens, 2)
+        return head + ["--nproc-per-node", str(args.tp), "--ranks", "0", "--",
+                       os.path.join(REPO, "examples", "hf_tp_generate.py"), "--model", cfg, "--config-only",
+                       "--dtype", "bfloat16", "--max-new-tokens", str(n), "--max-cache-len",
+                       str(args.input_tokens + n), "--prefill-chunk-size", str(args.input_tokens),
+                       "--pad-to-multiple-of", str(args.input_tokens)], {}
+    assets = os.path.join(tmp, "sft-assets")
+    if not os.path.isdir(assets):   # the script's tokenizer and dataset (tiny, local)
+        subprocess.run([sys.executable, os.path.join(REPO, "examples", "sft_tiny_assets.py"), assets],
+                       check=True, capture_output=True)
+    return head + ["--nproc-per-node", str(args.tp * args.fsdp), "--",
+                   os.path.join(REPO, "examples", "sft_neuron_example.py"), "--tiny_local_assets", assets,
+                   "--model_config_only", cfg, "--output_dir", os.path.join(tmp, "sft-out"),
+                   "--max_length", str(args.seq_len), "--per_device_train_batch_size", str(args.micro_batch),
+                   "--max_steps", "2", "--packing", "true", "--packing_strategy", "wrapped", "--dtype",
+                   "bfloat16", "--torch_compile", "true", "--report_to", "none", "--save_only_model", "true"], \
+        {"TP_SIZE": str(args.tp), "FSDP_SIZE": str(args.fsdp)}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=os.path.join(REPO, "examples", "configs", "qwen3-8b"))
+    p.add_argument("--gen-config", default=os.path.join(REPO, "examples", "configs", "qwen3-27b-tp"),
+                   help="the TP generation script's config (--plans gen-script)")
     p.add_argument("--layers", default="1,2,4")
-    p.add_argument("--plans", default="train,generate")
+    p.add_argument("--plans", default="train,generate", help="train, generate (model-level commands), "
+                   "gen-script, sft-script (the seed's scripts under plan run)")
     p.add_argument("--instance", default="trn2.48xlarge")
     p.add_argument("--tp", type=int, default=4)
     p.add_argument("--fsdp", type=int, default=8)
@@ -88,24 +122,28 @@ def main() -> int:
     p.add_argument("--timeout", type=float, default=900)
     args = p.parse_args()
     layers = sorted(int(v) for v in args.layers.split(","))
-    print(f"plan cost: {args.config} (width {args.width or 'as configured'}), {args.instance}, "
+    configs = {args.gen_config if plan == "gen-script" else args.config for plan in args.plans.split(",")}
+    print(f"plan cost: {', '.join(sorted(configs))} (width {args.width or 'as configured'}), {args.instance}, "
           f"{'real run' if args.real else 'dry run'}; baseline = {layers[0]} layer(s)")
     print(f"{'plan':9} {'layers':>6} {'wall s':>8} {'CPU s':>7} {'x base':>7} {'peak RSS MiB':>13} {'x base':>7} exit")
     with tempfile.TemporaryDirectory() as tmp:
         for plan in args.plans.split(","):
             rows = []
             for n in layers:
-                cfg = _config_dir(args.config, n, args.width, tmp)
+                cfg = _config_dir(args.gen_config if plan == "gen-script" else args.config, n, args.width, tmp)
                 cmd = [sys.executable, "-m", "torch_neuronx.plan.models", plan, "--config", cfg,
                        "--instance", args.instance, "--tp", str(args.tp)]
-                if plan == "train":
+                extra_env = {}
+                if plan in ("gen-script", "sft-script"):
+                    cmd, extra_env = _script_cmd(plan, cfg, args, tmp)
+                elif plan == "train":
                     cmd += ["--fsdp", str(args.fsdp), "--seq-len", str(args.seq_len),
                             "--micro-batch", str(args.micro_batch)]
                 else:
                     cmd += ["--input-tokens", str(args.input_tokens), "--output-tokens", str(args.output_tokens)]
-                if args.real:
+                if args.real and plan in ("train", "generate"):
                     cmd.append("--real")
-                wall, cpu, rss, code = _run(cmd, args.timeout)
+                wall, cpu, rss, code = _run(cmd, args.timeout, extra_env)
                 rows.append((n, wall, cpu, rss))
                 base_cpu, base_rss = rows[0][2], rows[0][3]
                 print(f"{plan:9} {n:6d} {wall:8.1f} {cpu:7.1f} {cpu / base_cpu:7.2f} {rss / 2**20:13.0f} "
