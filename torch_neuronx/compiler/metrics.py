@@ -41,9 +41,13 @@ def _dynamo_graph_breaks() -> dict[str, int]:
     return {str(reason): int(n) for reason, n in counters["graph_break"].items()}
 
 
+def counts_since(now: dict[str, int], base: dict[str, int]) -> dict[str, int]:
+    """{key: count} gained from `base` to `now` (keys that gained nothing are left out)."""
+    return {k: n - base.get(k, 0) for k, n in now.items() if n > base.get(k, 0)}
+
+
 def _breaks_since_reset() -> dict[str, int]:
-    now = _dynamo_graph_breaks()
-    return {r: n - _graph_break_base.get(r, 0) for r, n in now.items() if n > _graph_break_base.get(r, 0)}
+    return counts_since(_dynamo_graph_breaks(), _graph_break_base)
 
 
 def record(**increments) -> None:

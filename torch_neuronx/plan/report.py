@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+from ..compiler.metrics import counts_since   # cheap: imports no dynamo
+
 SCHEMA_VERSION = 1
 
 
@@ -69,7 +71,7 @@ def build(run) -> dict:
             "recompile_reasons": m1["recompile_reasons"][len(m0["recompile_reasons"]):],
             "graph_breaks": m1["graph_breaks"] - m0["graph_breaks"],
             # why code ran eagerly between graphs (its ops are then costed one by one, not fused)
-            "graph_break_reasons": _new_counts(m1["graph_break_reasons"], m0["graph_break_reasons"]),
+            "graph_break_reasons": counts_since(m1["graph_break_reasons"], m0["graph_break_reasons"]),
             "graph_names": graph_names,
         },
         "unmodelled_ops": sorted(est.unmodelled),
@@ -77,10 +79,6 @@ def build(run) -> dict:
         "assumptions": {"host_sync_s": hw.assumptions.host_sync_s},
         "distributed": distributed_section(est),   # rank, world, collectives by group (plan/distributed)
     }
-
-
-def _new_counts(after: dict, before: dict) -> dict:
-    return {k: n - before.get(k, 0) for k, n in after.items() if n > before.get(k, 0)}
 
 
 def _break_line(reason: str) -> str:
