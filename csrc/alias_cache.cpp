@@ -23,7 +23,6 @@
 
 namespace torch_neuronx {
 namespace alias_cache {
-namespace {
 
 constexpr int kSlotBits = 8;
 
@@ -36,9 +35,15 @@ struct Cache {
   std::array<Slot, size_t(1) << kSlotBits> slots;
 };
 
-Cache& cache() {
-  thread_local Cache c;
-  return c;
+namespace {
+
+// Element-wise: shorter than memcmp's call for the few dims a tensor has.
+bool same(c10::IntArrayRef a, c10::IntArrayRef b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  return true;
 }
 
 uint32_t slot_of(const at::Tensor& t, const c10::StorageImpl* neuron) {
@@ -58,8 +63,8 @@ bool matches(const at::Tensor& alias, const at::Tensor& t, const c10::StorageImp
   const c10::StorageImpl* s = a->unsafe_storage().unsafeGetStorageImpl();
   return s->data_ptr().get() == neuron->data_ptr().get() && s->nbytes() == neuron->nbytes() &&
          s->data_ptr().get_context() == nullptr && a->dtype() == t.dtype() &&
-         a->storage_offset() == t.storage_offset() && a->sizes() == t.sizes() &&
-         a->strides() == t.strides() && a->is_conj() == t.is_conj() && a->is_neg() == t.is_neg() &&
+         a->storage_offset() == t.storage_offset() && same(a->sizes(), t.sizes()) &&
+         same(a->strides(), t.strides()) && a->is_conj() == t.is_conj() && a->is_neg() == t.is_neg() &&
          a->_is_zerotensor() == t._is_zerotensor();
 }
 
@@ -69,18 +74,23 @@ void release_owner(void* ctx) {
 
 }  // namespace
 
-Lease find(const at::Tensor& t, c10::StorageImpl* neuron) {
+Here here() {
+  thread_local Cache c;
+  return {&c, c10::InferenceMode::is_enabled()};
+}
+
+Lease find(const Here& here, const at::Tensor& t, c10::StorageImpl* neuron) {
   const uint32_t index = slot_of(t, neuron);
-  Slot& slot = cache().slots[index];
+  const Slot& slot = here.cache->slots[index];
   if (!slot.alias.defined() || slot.alias.use_count() != 1 ||
-      slot.alias.storage().use_count() != 1 || slot.inference != c10::InferenceMode::is_enabled() ||
-      !matches(slot.alias, t, neuron)) {
+      slot.alias.unsafeGetTensorImpl()->unsafe_storage().use_count() != 1 ||
+      slot.inference != here.inference || !matches(slot.alias, t, neuron)) {
     return {at::Tensor(), neuron, index};
   }
   return {slot.alias, neuron, index};
 }
 
-Lease make(const at::Tensor& t, c10::StorageImpl* neuron) {
+Lease make(const Here& here, const at::Tensor& t, c10::StorageImpl* neuron) {
   const uint32_t index = slot_of(t, neuron);
   void* data = const_cast<void*>(neuron->data_ptr().get());
   c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(
@@ -88,15 +98,15 @@ Lease make(const at::Tensor& t, c10::StorageImpl* neuron) {
       c10::DataPtr(data, c10::Device(c10::DeviceType::CPU)),  // no owner: see the top
       c10::GetCPUAllocator(), /*resizable=*/true));
   at::Tensor alias = cpu_alias(t, storage);
-  Slot& slot = cache().slots[index];
+  Slot& slot = here.cache->slots[index];
   slot.alias = alias;
-  slot.inference = c10::InferenceMode::is_enabled();
+  slot.inference = here.inference;
   return {std::move(alias), neuron, index};
 }
 
-void release(Lease& lease) {
+void release(const Here& here, Lease& lease) {
   if (!lease.alias.defined()) return;
-  Slot& slot = cache().slots[lease.slot];
+  Slot& slot = here.cache->slots[lease.slot];
   const bool cached = slot.alias.unsafeGetTensorImpl() == lease.alias.unsafeGetTensorImpl();
   c10::TensorImpl* a = lease.alias.unsafeGetTensorImpl();
   c10::StorageImpl* s = a->unsafe_storage().unsafeGetStorageImpl();

@@ -107,6 +107,11 @@ struct Direct<Op, R(A...)> {
         c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
     return op;
   }
+  // The op's tracking slot, resolved once (slots never move or go away).
+  static OpSlot* slot() {
+    static OpSlot* const s = op_slot(handle());
+    return s;
+  }
 
   static R call(A... args) {
     count_host_kernel_call();
@@ -121,7 +126,7 @@ struct Direct<Op, R(A...)> {
     if constexpr (std::is_same_v<R, at::Tensor&>) {
       const at::Tensor* result;
       {
-        OpScope scope(op_slot(op), call.device());
+        OpScope scope(slot(), call.device());
         result = &std::apply(run, host);
       }
       call.sync_written_arguments();
@@ -130,7 +135,7 @@ struct Direct<Op, R(A...)> {
       std::optional<R> result;
       {
         // Counts the op, times the core, and backs the kernel's allocations with device memory.
-        OpScope scope(op_slot(op), call.device());
+        OpScope scope(slot(), call.device());
         result.emplace(std::apply(run, host));
       }
       call.sync_written_arguments();

@@ -138,7 +138,7 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
  private:
   static c10::Device resolved(c10::Device device) {
     const c10::DeviceIndex idx = device.has_index() ? device.index() : current_device();
-    check_device(idx);
+    check_device_ordinal(idx);
     return c10::Device(kNeuron, idx);
   }
 };

@@ -6,6 +6,7 @@
 // (direct_kernels.cpp) use the same conversions without the boxing.
 #pragma once
 
+#include "host_aliases.h"
 #include "neuron_core.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -41,12 +42,10 @@ class HostCall {
  public:
   explicit HostCall(const c10::OperatorHandle& op) : op_(op) {}
   // Cached aliases go back to this thread's cache once nothing of the call
-  // (written-argument records, the call's storage table) holds them any more.
+  // (the written-argument records) holds them any more.
   ~HostCall() {
-    if (leases_.empty()) return;
     writes_.clear();
-    storages_.clear();
-    for (auto& lease : leases_) alias_cache::release(lease);
+    aliases_.release();
   }
   HostCall(const HostCall&) = delete;
   HostCall& operator=(const HostCall&) = delete;
@@ -190,10 +189,6 @@ class HostCall {
     c10::TensorImpl* host;
     NeuronRef neuron;
   };
-  struct StorageAlias {
-    c10::StorageImpl* neuron;
-    c10::Storage host;
-  };
   struct Write {
     NeuronRef neuron;
     at::Tensor host;
@@ -227,28 +222,7 @@ class HostCall {
     return t;
   }
 
-  // The host alias of a neuron tensor: this thread's cached one when it still
-  // matches, else a new one (cached for the next call). Within one call every
-  // alias of one neuron storage shares one host storage, so the kernel's
-  // overlap and view checks see what they see on CPU.
-  at::Tensor host_alias(const at::Tensor& t) {
-    c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
-    const c10::Storage* known = nullptr;
-    for (const auto& entry : storages_) {
-      if (entry.neuron == impl) known = &entry.host;
-    }
-    alias_cache::Lease lease = alias_cache::find(t, impl);
-    if (lease.alias.defined() &&
-        (known == nullptr || known->unsafeGetStorageImpl() == lease.alias.storage().unsafeGetStorageImpl())) {
-      if (known == nullptr) storages_.push_back({impl, lease.alias.storage()});
-      leases_.push_back(std::move(lease));
-      return leases_.back().alias;
-    }
-    if (known != nullptr) return cpu_alias(t, *known);
-    leases_.push_back(alias_cache::make(t, impl));
-    storages_.push_back({impl, leases_.back().alias.storage()});
-    return leases_.back().alias;
-  }
+  at::Tensor host_alias(const at::Tensor& t) { return aliases_.of(t); }
 
   at::Tensor from_host(const at::Tensor& r) {
     if (!r.defined() || r.is_privateuseone()) return r;
@@ -260,12 +234,9 @@ class HostCall {
       if (in.host == impl) return neuron(in.neuron);  // in-place / out=: the caller's tensor
     }
     c10::StorageImpl* storage = r.storage().unsafeGetStorageImpl();
-    for (const auto& entry : storages_) {
-      if (entry.host.unsafeGetStorageImpl() == storage) {
-        return neuron_view(c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(
-                               entry.neuron)),
-                           r);  // a view of an input
-      }
+    if (c10::StorageImpl* input = aliases_.neuron_storage_of(storage)) {
+      return neuron_view(c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(input)),
+                         r);  // a view of an input
     }
     for (const auto& entry : fresh_) {
       if (entry.host == storage) return neuron_view(entry.neuron, r);
@@ -315,12 +286,11 @@ class HostCall {
   bool saw_cpu_tensor_ = false;
   c10::SmallVector<at::Tensor, 4> owned_;  // boxed calls' neuron tensors (see NeuronRef)
   c10::SmallVector<Input, 4> inputs_;
-  c10::SmallVector<StorageAlias, 4> storages_;
   c10::SmallVector<Write, 2> writes_;
   c10::SmallVector<Fresh, 2> fresh_;
   c10::SmallVector<size_t, 1> generator_slots_;
   c10::SmallVector<at::Generator, 1> generators_;
-  c10::SmallVector<alias_cache::Lease, 4> leases_;  // declared last: released first (see ~HostCall)
+  HostAliases aliases_;  // declared last: released first (see ~HostCall)
 };
 
 }  // namespace host_call

@@ -3,7 +3,10 @@
 // Compiled graphs call these as extern kernels (often with out=), and eager
 // models call them constantly. They run the same CPU kernels as the generic
 // fallback, but unboxed: no IValue rewriting, no schema walk, no dispatcher
-// round trip to the CPU kernel (at::cpu:: calls it directly).
+// round trip to the CPU kernel (at::cpu:: calls it directly). Their host
+// aliases come from the thread's alias cache (host_aliases.h): weights and
+// saved activations are the same tensors call after call.
+#include "host_aliases.h"
 #include "neuron_core.h"
 #include "tools_core.h"
 
@@ -47,32 +50,29 @@ c10::DeviceIndex common_device(const char* op, std::initializer_list<const at::T
   return *device;
 }
 
-// An out= argument as a host alias, remembering its alias storage.
+// An out= argument as a host alias (one of `aliases`), remembering its alias
+// storage. An input that shares memory with it gets the same host storage
+// from `aliases`, so the CPU kernel's overlap checks see what they would on CPU.
 struct HostOut {
   at::Tensor host;
   const c10::StorageImpl* alias_storage;
-  explicit HostOut(const at::Tensor& out)
-      : host(cpu_alias(out)), alias_storage(host.storage().unsafeGetStorageImpl()) {}
+  HostOut(HostAliases& aliases, const at::Tensor& out)
+      : host(aliases.of(out)), alias_storage(host.storage().unsafeGetStorageImpl()) {}
 };
-
-// `input` as a host alias; when it shares memory with `out`, over the same
-// host storage, so the CPU kernel's overlap checks see what they would on CPU.
-at::Tensor alias_sharing(const at::Tensor& input, const at::Tensor& out, const HostOut& host) {
-  if (input.is_privateuseone() && input.is_alias_of(out)) return cpu_alias(input, host.host.storage());
-  return cpu_alias(input);
-}
 
 at::Tensor neuron_mm(const at::Tensor& self, const at::Tensor& mat2) {
   const auto dev = common_device("aten::mm", {&self, &mat2});
   NEURON_TRACK_OP("aten::mm", dev);
-  return adopt_host_result(at::cpu::mm(cpu_alias(self), cpu_alias(mat2)), dev);
+  HostAliases a;
+  return adopt_host_result(at::cpu::mm(a.of(self), a.of(mat2)), dev);
 }
 
 at::Tensor& neuron_mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
   const auto dev = common_device("aten::mm.out", {&self, &mat2, &out});
   NEURON_TRACK_OP("aten::mm.out", dev);
-  HostOut host(out);
-  at::cpu::mm_out(host.host, cpu_alias(self), cpu_alias(mat2));
+  HostAliases a;
+  HostOut host(a, out);
+  at::cpu::mm_out(host.host, a.of(self), a.of(mat2));
   sync_written_output(out, host.host, host.alias_storage, dev);
   return out;
 }
@@ -80,14 +80,16 @@ at::Tensor& neuron_mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Te
 at::Tensor neuron_bmm(const at::Tensor& self, const at::Tensor& mat2) {
   const auto dev = common_device("aten::bmm", {&self, &mat2});
   NEURON_TRACK_OP("aten::bmm", dev);
-  return adopt_host_result(at::cpu::bmm(cpu_alias(self), cpu_alias(mat2)), dev);
+  HostAliases a;
+  return adopt_host_result(at::cpu::bmm(a.of(self), a.of(mat2)), dev);
 }
 
 at::Tensor& neuron_bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
   const auto dev = common_device("aten::bmm.out", {&self, &mat2, &out});
   NEURON_TRACK_OP("aten::bmm.out", dev);
-  HostOut host(out);
-  at::cpu::bmm_out(host.host, cpu_alias(self), cpu_alias(mat2));
+  HostAliases a;
+  HostOut host(a, out);
+  at::cpu::bmm_out(host.host, a.of(self), a.of(mat2));
   sync_written_output(out, host.host, host.alias_storage, dev);
   return out;
 }
@@ -96,17 +98,17 @@ at::Tensor neuron_addmm(const at::Tensor& self, const at::Tensor& mat1, const at
                         const at::Scalar& beta, const at::Scalar& alpha) {
   const auto dev = common_device("aten::addmm", {&self, &mat1, &mat2});
   NEURON_TRACK_OP("aten::addmm", dev);
-  return adopt_host_result(
-      at::cpu::addmm(cpu_alias(self), cpu_alias(mat1), cpu_alias(mat2), beta, alpha), dev);
+  HostAliases a;
+  return adopt_host_result(at::cpu::addmm(a.of(self), a.of(mat1), a.of(mat2), beta, alpha), dev);
 }
 
 at::Tensor& neuron_addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
                              const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
   const auto dev = common_device("aten::addmm.out", {&self, &mat1, &mat2, &out});
   NEURON_TRACK_OP("aten::addmm.out", dev);
-  HostOut host(out);
-  at::cpu::addmm_out(host.host, alias_sharing(self, out, host), cpu_alias(mat1), cpu_alias(mat2),
-                     beta, alpha);
+  HostAliases a;
+  HostOut host(a, out);
+  at::cpu::addmm_out(host.host, a.of(self), a.of(mat1), a.of(mat2), beta, alpha);
   sync_written_output(out, host.host, host.alias_storage, dev);
   return out;
 }
@@ -115,24 +117,19 @@ at::Tensor neuron_baddbmm(const at::Tensor& self, const at::Tensor& b1, const at
                           const at::Scalar& beta, const at::Scalar& alpha) {
   const auto dev = common_device("aten::baddbmm", {&self, &b1, &b2});
   NEURON_TRACK_OP("aten::baddbmm", dev);
-  return adopt_host_result(
-      at::cpu::baddbmm(cpu_alias(self), cpu_alias(b1), cpu_alias(b2), beta, alpha), dev);
+  HostAliases a;
+  return adopt_host_result(at::cpu::baddbmm(a.of(self), a.of(b1), a.of(b2), beta, alpha), dev);
 }
 
 at::Tensor& neuron_baddbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
                                const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
   const auto dev = common_device("aten::baddbmm.out", {&self, &b1, &b2, &out});
   NEURON_TRACK_OP("aten::baddbmm.out", dev);
-  HostOut host(out);
-  at::cpu::baddbmm_out(host.host, alias_sharing(self, out, host), cpu_alias(b1), cpu_alias(b2),
-                       beta, alpha);
+  HostAliases a;
+  HostOut host(a, out);
+  at::cpu::baddbmm_out(host.host, a.of(self), a.of(b1), a.of(b2), beta, alpha);
   sync_written_output(out, host.host, host.alias_storage, dev);
   return out;
-}
-
-std::optional<at::Tensor> host_optional(const std::optional<at::Tensor>& t) {
-  if (!t.has_value()) return std::nullopt;
-  return cpu_alias(*t);
 }
 
 std::tuple<at::Tensor, at::Tensor> neuron_flash_attention(
@@ -141,9 +138,9 @@ std::tuple<at::Tensor, at::Tensor> neuron_flash_attention(
   const at::Tensor* mask = attn_mask.has_value() ? &*attn_mask : nullptr;
   const auto dev = common_device("aten::_scaled_dot_product_flash_attention_for_cpu", {&q, &k, &v, mask});
   NEURON_TRACK_OP("aten::_scaled_dot_product_flash_attention_for_cpu", dev);
+  HostAliases a;
   auto [out, lse] = at::cpu::_scaled_dot_product_flash_attention_for_cpu(
-      cpu_alias(q), cpu_alias(k), cpu_alias(v), dropout_p, is_causal, host_optional(attn_mask),
-      scale);
+      a.of(q), a.of(k), a.of(v), dropout_p, is_causal, a.of(attn_mask), scale);
   return {adopt_host_result(out, dev), adopt_host_result(lse, dev)};
 }
 
@@ -155,9 +152,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> neuron_flash_attention_backward(
   const auto dev = common_device("aten::_scaled_dot_product_flash_attention_for_cpu_backward",
                                  {&grad_out, &q, &k, &v, &out, &lse, mask});
   NEURON_TRACK_OP("aten::_scaled_dot_product_flash_attention_for_cpu_backward", dev);
+  HostAliases a;
   auto [gq, gk, gv] = at::cpu::_scaled_dot_product_flash_attention_for_cpu_backward(
-      cpu_alias(grad_out), cpu_alias(q), cpu_alias(k), cpu_alias(v), cpu_alias(out),
-      cpu_alias(lse), dropout_p, is_causal, host_optional(attn_mask), scale);
+      a.of(grad_out), a.of(q), a.of(k), a.of(v), a.of(out), a.of(lse), dropout_p, is_causal,
+      a.of(attn_mask), scale);
   return {adopt_host_result(gq, dev), adopt_host_result(gk, dev), adopt_host_result(gv, dev)};
 }
 

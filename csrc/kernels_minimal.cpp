@@ -1,5 +1,6 @@
 // Explicit kernels: what tensor creation, views, resizing and copies need.
 // Everything else reaches the zero-copy host fallback (fallback.cpp).
+#include "host_aliases.h"
 #include "neuron_core.h"
 
 #include <ATen/EmptyTensor.h>
@@ -109,18 +110,20 @@ at::Tensor& neuron_set_empty(at::Tensor& self) {
 
 // Copies between any mix of CPU and neuron tensors (and between cores) run on
 // the host, over aliases of the same bytes: dtype conversion, broadcasting and
-// strides behave exactly as the CPU copy kernel.
+// strides behave exactly as the CPU copy kernel. Two views of one neuron
+// storage get one host storage (host_aliases.h), so the CPU kernel sees (and
+// rejects) overlap.
 at::Tensor neuron_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   if (self.is_privateuseone() && dst.is_privateuseone() && self.is_same(dst)) return dst;
-  at::Tensor dst_host = cpu_alias(dst);
-  at::Tensor src_host;
-  if (self.is_privateuseone() && dst.is_privateuseone() && self.is_alias_of(dst)) {
-    // One host storage for both, so the CPU kernel sees (and rejects) overlap.
-    src_host = cpu_alias(self, dst_host.storage());
-  } else {
-    src_host = cpu_alias(self);
-  }
-  at::native::copy_(dst_host, src_host, non_blocking);
+  HostAliases aliases;
+  at::Tensor dst_host = aliases.of(dst);
+  // Different storages over the same bytes (a shared-memory alias) share the
+  // destination's host storage as well.
+  const bool shared_bytes = self.is_privateuseone() && dst.is_privateuseone() &&
+                            self.storage().unsafeGetStorageImpl() != dst.storage().unsafeGetStorageImpl() &&
+                            self.is_alias_of(dst);
+  at::native::copy_(dst_host, shared_bytes ? cpu_alias(self, dst_host.storage()) : aliases.of(self),
+                    non_blocking);
   return dst;
 }
 
@@ -133,7 +136,8 @@ at::Tensor neuron_copy_from_and_resize(const at::Tensor& self, const at::Tensor&
 }
 
 at::Scalar neuron_local_scalar_dense(const at::Tensor& self) {
-  return at::_local_scalar_dense(cpu_alias(self));
+  HostAliases aliases;
+  return at::_local_scalar_dense(aliases.of(self));
 }
 
 // ZeroTensors carry no memory; the CPU kernel's NULL storage must keep its

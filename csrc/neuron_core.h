@@ -33,6 +33,10 @@ c10::DeviceIndex device_count();  // 0 until configured
 // Raises the configuration error (naming the variable) if there is one, and
 // the "invalid device ordinal" error if `index` is out of range.
 void check_device(c10::DeviceIndex index);
+// The same check without noting the calling thread as a neuron thread: for
+// device and stream guards, which the autograd engine runs several times per
+// node (a thread that runs ops is noted by them).
+void check_device_ordinal(c10::DeviceIndex index);
 int64_t hbm_capacity(c10::DeviceIndex index);
 c10::DeviceIndex current_device();
 void set_current_device(c10::DeviceIndex index);  // checked
@@ -62,6 +66,14 @@ at::Tensor cpu_alias(const at::Tensor& t);
 // again (weights, saved activations, optimizer state) finds its alias made
 // already instead of a new TensorImpl and StorageImpl per call.
 namespace alias_cache {
+struct Cache;
+// This thread's cache and the inference mode of the lookups, taken once per
+// call (both are thread-local reads that cost more than a lookup's compares).
+struct Here {
+  Cache* cache;
+  bool inference;
+};
+Here here();
 struct Lease {
   at::Tensor alias;
   c10::StorageImpl* neuron;  // the caller's storage, alive for the call
@@ -70,15 +82,15 @@ struct Lease {
 // The cached alias of `t` (storage `neuron`) when it still matches it (bytes,
 // byte count, dtype, geometry, flags, inference mode) and nothing else holds
 // it; an undefined alias otherwise.
-Lease find(const at::Tensor& t, c10::StorageImpl* neuron);
+Lease find(const Here& here, const at::Tensor& t, c10::StorageImpl* neuron);
 // A new alias of `t` over a storage that does not own the neuron bytes (the
 // cache must not keep device memory alive), cached for the next call.
-Lease make(const at::Tensor& t, c10::StorageImpl* neuron);
+Lease make(const Here& here, const at::Tensor& t, c10::StorageImpl* neuron);
 // After the call (the caller's tensors still alive): an alias or alias storage
 // that anything but the cache still references, or that the kernel re-pointed,
 // leaves the cache, and a non-owning storage then takes a reference to the
 // neuron storage so that the bytes outlive it.
-void release(Lease& lease);
+void release(const Here& here, Lease& lease);
 }  // namespace alias_cache
 // A neuron tensor over `storage` with the geometry of `like`.
 at::Tensor neuron_view(const c10::Storage& storage, const at::Tensor& like);

@@ -83,7 +83,11 @@ static void raise_config_error() {
 }
 
 void check_device(c10::DeviceIndex index) {
-  note_neuron_thread();  // every op, allocation and set_device checks its device here
+  note_neuron_thread();  // every op and allocation checks its device here
+  check_device_ordinal(index);
+}
+
+void check_device_ordinal(c10::DeviceIndex index) {
   if (g_has_error.load()) raise_config_error();
   const int count = g_device_count.load();
   TORCH_CHECK(index >= 0 && index < count,
@@ -105,7 +109,7 @@ c10::DeviceIndex current_device() {
 }
 
 void set_current_device(c10::DeviceIndex index) {
-  check_device(index);
+  check_device_ordinal(index);
   t_current_device = index;
 }
 
