@@ -5,7 +5,7 @@ Eager rows come from benchmarks/eager_overhead.py, compiled rows from
 benchmarks/compile_decoder.py (decode and prefill forward, and the training step, each
 compiled neuron against Inductor on CPU in the same run).
 
-    python benchmarks/host_bound_table.py --threads 1            # ~5 min on a quiet 2-core host
+    python benchmarks/host_bound_table.py --threads 1            # ~2 min on a quiet 2-core host
     python benchmarks/host_bound_table.py --threads 1 --quick    # shorter eager budget, 3 rounds
 """
 from __future__ import annotations
