@@ -117,13 +117,7 @@ at::Tensor neuron_copy_from(const at::Tensor& self, const at::Tensor& dst, bool 
   if (self.is_privateuseone() && dst.is_privateuseone() && self.is_same(dst)) return dst;
   HostAliases aliases;
   at::Tensor dst_host = aliases.of(dst);
-  // Different storages over the same bytes (a shared-memory alias) share the
-  // destination's host storage as well.
-  const bool shared_bytes = self.is_privateuseone() && dst.is_privateuseone() &&
-                            self.storage().unsafeGetStorageImpl() != dst.storage().unsafeGetStorageImpl() &&
-                            self.is_alias_of(dst);
-  at::native::copy_(dst_host, shared_bytes ? cpu_alias(self, dst_host.storage()) : aliases.of(self),
-                    non_blocking);
+  at::native::copy_(dst_host, aliases.of(self), non_blocking);
   return dst;
 }
 
@@ -159,7 +153,8 @@ at::Tensor neuron_efficientzerotensor(c10::IntArrayRef size, std::optional<at::S
 // so counts are taken in double (exact for any int32 and for int64 below 2^53).
 at::Tensor neuron_histc(const at::Tensor& self, int64_t bins, const at::Scalar& min,
                         const at::Scalar& max) {
-  const at::Tensor host = cpu_alias(self);
+  HostAliases aliases;
+  const at::Tensor host = aliases.of(self);
   if (!at::isIntegralType(self.scalar_type(), /*includeBool=*/true)) {
     return adopt_host_result(at::histc(host, bins, min, max), self.device().index());
   }
@@ -187,6 +182,8 @@ int64_t neuron_fused_sdp_choice(const at::Tensor& query, const at::Tensor& key,
   if (ctx.userEnabledOverrideableSDP() && !ctx.userEnabledFlashSDP() && !ctx.userEnabledMathSDP()) {
     return static_cast<int64_t>(at::SDPBackend::overrideable);
   }
+  // Fresh aliases, not the thread's cache: under tracing these are fake tensors
+  // with no bytes, and the choice reads their metadata only.
   std::optional<at::Tensor> host_mask;
   if (mask.has_value()) host_mask = cpu_alias(*mask);
   return at::_fused_sdp_choice(cpu_alias(query), cpu_alias(key), cpu_alias(value), host_mask,

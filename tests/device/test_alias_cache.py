@@ -100,7 +100,7 @@ def test_matmul_family_and_attention_through_cached_aliases():
         on.sum().backward()
         o.sum().backward()
         assert torch.equal(qn.grad.cpu(), q.grad)
-    with torch.inference_mode():  # an alias made outside inference mode is not reused inside it
+    with torch.inference_mode():  # aliases cached outside inference mode, then inside it, then outside
         assert torch.equal((an @ bn).cpu(), a @ b)
     assert torch.equal((an @ bn).cpu(), a @ b)
 
