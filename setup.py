@@ -28,7 +28,7 @@ setup(
             sources=sorted(glob.glob("csrc/*.cpp")),
             # Kineto's headers (csrc/profiler.cpp) include each other by bare name.
             include_dirs=[os.path.abspath("csrc"), os.path.join(include_paths()[0], "kineto")],
-            extra_compile_args=["-O2", "-g0", f"-std={cxx_standard(torch.__version__)}", "-Wno-unused-parameter"],
+            extra_compile_args=["-O2", "-g0", "-fvisibility=hidden", "-fvisibility-inlines-hidden", "-fno-plt", f"-std={cxx_standard(torch.__version__)}", "-Wno-unused-parameter"],
         )
     ],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},

@@ -68,8 +68,7 @@ size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 size_t round_size(size_t n) {
   if (n <= kMinBlockSize) return kMinBlockSize;
   if (n >= kRoundLimit) return align_up(n, kMinBlockSize);
-  size_t pow2 = kMinBlockSize;
-  while (pow2 < n) pow2 <<= 1;
+  const size_t pow2 = size_t(1) << (64 - __builtin_clzll(static_cast<unsigned long long>(n - 1)));  // >= n
   const size_t step = std::max(kMinBlockSize, (pow2 >> 1) / kDivisions);
   return align_up(n, step);
 }

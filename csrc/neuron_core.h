@@ -12,6 +12,7 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Device.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,15 +31,40 @@ struct RuntimeConfig {
 
 void configure_runtime(RuntimeConfig config);
 c10::DeviceIndex device_count();  // 0 until configured
+// What the per-op device checks read (runtime_state.cpp owns them): inline
+// below because guards, streams, allocations and every op ask, ~500 times per
+// transformer-block step, and a call per ask showed in callgrind.
+namespace runtime_detail {
+extern std::atomic<int> g_device_count;
+extern std::atomic<bool> g_has_error;
+// __thread: constant-initialized, so a read needs no TLS init wrapper.
+extern __thread bool t_noted;          // this thread is in neuron_thread_ids()
+extern __thread int t_current_device;  // -1: use g_default_device
+extern std::atomic<int> g_default_device;  // the configured default, readable without the lock
+void raise_device_error(c10::DeviceIndex index);  // raises the config or ordinal error, if any
+void note_neuron_thread_slow();
+}  // namespace runtime_detail
+// The same check as check_device without noting the calling thread as a
+// neuron thread: for device and stream guards, which the autograd engine runs
+// several times per node (a thread that runs ops is noted by them).
+inline void check_device_ordinal(c10::DeviceIndex index) {
+  if (C10_UNLIKELY(runtime_detail::g_has_error.load(std::memory_order_relaxed) || index < 0 ||
+                   index >= runtime_detail::g_device_count.load(std::memory_order_relaxed))) {
+    runtime_detail::raise_device_error(index);
+  }
+}
 // Raises the configuration error (naming the variable) if there is one, and
 // the "invalid device ordinal" error if `index` is out of range.
-void check_device(c10::DeviceIndex index);
-// The same check without noting the calling thread as a neuron thread: for
-// device and stream guards, which the autograd engine runs several times per
-// node (a thread that runs ops is noted by them).
-void check_device_ordinal(c10::DeviceIndex index);
+inline void check_device(c10::DeviceIndex index) {
+  if (C10_UNLIKELY(!runtime_detail::t_noted)) runtime_detail::note_neuron_thread_slow();
+  check_device_ordinal(index);
+}
 int64_t hbm_capacity(c10::DeviceIndex index);
-c10::DeviceIndex current_device();
+inline c10::DeviceIndex current_device() {
+  const int index = runtime_detail::t_current_device;
+  return static_cast<c10::DeviceIndex>(
+      index >= 0 ? index : runtime_detail::g_default_device.load(std::memory_order_relaxed));
+}
 void set_current_device(c10::DeviceIndex index);  // checked
 void mark_used(c10::DeviceIndex index);            // first allocation on a core
 bool is_used(c10::DeviceIndex index);

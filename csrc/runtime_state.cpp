@@ -17,32 +17,17 @@ namespace {
 
 std::mutex g_config_mutex;
 RuntimeConfig g_config;
-std::atomic<int> g_device_count{0};
-// g_config.default_device, readable without the lock: guards, streams and
-// allocations ask for the current device on every op.
-std::atomic<int> g_default_device{0};
-std::atomic<bool> g_has_error{false};
 std::atomic<bool> g_initialized{false};
 std::atomic<bool> g_bad_fork{false};
 constexpr int kMaxDevices = 128;
 std::atomic<bool> g_used[kMaxDevices];
 
-thread_local int t_current_device = -1;  // -1: use the configured default
 
 // Native ids of the threads that ran neuron work, so that interpreter exit can
 // stop the daemon ones among them while Python is still alive (see
 // torch_neuronx/runtime/exit_guard.py).
 std::mutex g_threads_mutex;
 std::vector<int64_t> g_neuron_threads;
-thread_local bool t_noted = false;
-
-void note_neuron_thread() {
-  if (t_noted) return;
-  t_noted = true;
-  const int64_t tid = static_cast<int64_t>(syscall(SYS_gettid));
-  std::lock_guard<std::mutex> lock(g_threads_mutex);
-  g_neuron_threads.push_back(tid);
-}
 
 void on_fork_child() {
   // Memory and runtime state of the parent are not usable in the child.
@@ -56,6 +41,26 @@ struct ForkHandlerRegistration {
 } g_fork_handler;
 
 }  // namespace
+
+namespace runtime_detail {
+std::atomic<int> g_device_count{0};
+std::atomic<bool> g_has_error{false};
+__thread bool t_noted = false;
+std::atomic<int> g_default_device{0};
+__thread int t_current_device = -1;
+
+void note_neuron_thread_slow() {
+  t_noted = true;
+  const int64_t tid = static_cast<int64_t>(syscall(SYS_gettid));
+  std::lock_guard<std::mutex> lock(g_threads_mutex);
+  g_neuron_threads.push_back(tid);
+}
+}  // namespace runtime_detail
+
+using runtime_detail::g_device_count;
+using runtime_detail::g_has_error;
+using runtime_detail::g_default_device;
+using runtime_detail::t_current_device;
 
 void configure_runtime(RuntimeConfig config) {
   std::lock_guard<std::mutex> lock(g_config_mutex);
@@ -82,12 +87,8 @@ static void raise_config_error() {
   TORCH_CHECK(false, message);
 }
 
-void check_device(c10::DeviceIndex index) {
-  note_neuron_thread();  // every op and allocation checks its device here
-  check_device_ordinal(index);
-}
-
-void check_device_ordinal(c10::DeviceIndex index) {
+namespace runtime_detail {
+void raise_device_error(c10::DeviceIndex index) {
   if (g_has_error.load()) raise_config_error();
   const int count = g_device_count.load();
   TORCH_CHECK(index >= 0 && index < count,
@@ -96,16 +97,12 @@ void check_device_ordinal(c10::DeviceIndex index) {
               " NeuronCore(s) (torch.neuron.device_count()). Use an index below ",
               count, ", or change NEURON_RT_VISIBLE_CORES / NEURON_LOGICAL_NC_CONFIG.");
 }
+}  // namespace runtime_detail
 
 int64_t hbm_capacity(c10::DeviceIndex index) {
   check_device(index);
   std::lock_guard<std::mutex> lock(g_config_mutex);
   return g_config.hbm_capacity_bytes[index];
-}
-
-c10::DeviceIndex current_device() {
-  if (t_current_device >= 0) return static_cast<c10::DeviceIndex>(t_current_device);
-  return static_cast<c10::DeviceIndex>(g_default_device.load(std::memory_order_relaxed));
 }
 
 void set_current_device(c10::DeviceIndex index) {
