@@ -22,7 +22,6 @@ std::atomic<bool> g_bad_fork{false};
 constexpr int kMaxDevices = 128;
 std::atomic<bool> g_used[kMaxDevices];
 
-
 // Native ids of the threads that ran neuron work, so that interpreter exit can
 // stop the daemon ones among them while Python is still alive (see
 // torch_neuronx/runtime/exit_guard.py).
