@@ -107,8 +107,13 @@ at::Tensor adopt_host_result(const at::Tensor& host, c10::DeviceIndex device) {
   return neuron_view(adopted, host);
 }
 
-void sync_written_output(const at::Tensor& neuron, const at::Tensor& host,
-                         const c10::StorageImpl* alias_storage, c10::DeviceIndex device) {
+namespace {
+
+// The kernel changed its out= alias (re-pointed, regrown or restrided it): the neuron
+// tensor follows. Rare, so out of line: sync_written_output's check stays a few lines of
+// code, which the matmul externs of a compiled graph run after every call.
+C10_NOINLINE void sync_changed_output(const at::Tensor& neuron, const at::Tensor& host,
+                                      const c10::StorageImpl* alias_storage, c10::DeviceIndex device) {
   c10::StorageImpl* host_storage = host.storage().unsafeGetStorageImpl();
   c10::StorageImpl* dev_storage = neuron.storage().unsafeGetStorageImpl();
   if (host_storage != alias_storage) {
@@ -129,6 +134,30 @@ void sync_written_output(const at::Tensor& neuron, const at::Tensor& host,
     neuron.unsafeGetTensorImpl()->set_sizes_and_strides(host.sizes(), host.strides(),
                                                         host.storage_offset());
   }
+}
+
+bool same_dims(c10::IntArrayRef a, c10::IntArrayRef b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void sync_written_output(const at::Tensor& neuron, const at::Tensor& host,
+                         const c10::StorageImpl* alias_storage, c10::DeviceIndex device) {
+  const c10::TensorImpl* h = host.unsafeGetTensorImpl();
+  const c10::TensorImpl* n = neuron.unsafeGetTensorImpl();
+  const c10::StorageImpl* host_storage = h->unsafe_storage().unsafeGetStorageImpl();
+  const c10::StorageImpl* dev_storage = n->unsafe_storage().unsafeGetStorageImpl();
+  if (C10_LIKELY(host_storage == alias_storage && host_storage->data_ptr().get() == dev_storage->data_ptr().get() &&
+                 host_storage->nbytes() == dev_storage->nbytes() && h->storage_offset() == n->storage_offset() &&
+                 same_dims(h->sizes(), n->sizes()) && same_dims(h->strides(), n->strides()))) {
+    return;
+  }
+  sync_changed_output(neuron, host, alias_storage, device);
 }
 
 }  // namespace torch_neuronx

@@ -30,24 +30,38 @@ namespace {
 
 // The one neuron device all tensor arguments live on, with CUDA's message when
 // they do not (0-dim CPU tensors are allowed, as on CUDA).
+// The errors are out of line: this check runs before every matmul and attention call,
+// and its message-building code would otherwise sit between the few lines it executes.
+[[noreturn]] C10_NOINLINE void raise_device_mismatch(const char* op, int device, const at::Tensor& t) {
+  if (t.is_privateuseone()) {
+    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, "
+                "neuron:", device, " and neuron:", int(t.device().index()), "! (when checking arguments for ",
+                op, "). Move them with .to(device).");
+  }
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
+              "devices, neuron and ", t.device(), "! (when checking arguments for ", op, ").");
+  C10_THROW_ERROR(Error, "unreachable");
+}
+
+[[noreturn]] C10_NOINLINE void raise_no_neuron_argument(const char* op) {
+  TORCH_CHECK(false, op, ": no neuron tensor argument");
+  C10_THROW_ERROR(Error, "unreachable");
+}
+
 c10::DeviceIndex common_device(const char* op, std::initializer_list<const at::Tensor*> tensors) {
-  std::optional<c10::DeviceIndex> device;
+  int device = -1;
   for (const at::Tensor* t : tensors) {
     if (t == nullptr || !t->defined()) continue;
-    if (t->is_privateuseone()) {
-      const c10::DeviceIndex idx = t->device().index();
-      TORCH_CHECK(!device.has_value() || *device == idx,
-                  "Expected all tensors to be on the same device, but found at least two devices, "
-                  "neuron:", int(*device), " and neuron:", int(idx), "! (when checking arguments for ",
-                  op, "). Move them with .to(device).");
+    if (C10_LIKELY(t->is_privateuseone())) {
+      const int idx = t->device().index();
+      if (C10_UNLIKELY(device >= 0 && device != idx)) raise_device_mismatch(op, device, *t);
       device = idx;
     } else if (!(t->is_cpu() && t->dim() == 0)) {
-      TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
-                  "devices, neuron and ", t->device(), "! (when checking arguments for ", op, ").");
+      raise_device_mismatch(op, device, *t);
     }
   }
-  TORCH_CHECK(device.has_value(), op, ": no neuron tensor argument");
-  return *device;
+  if (C10_UNLIKELY(device < 0)) raise_no_neuron_argument(op);
+  return static_cast<c10::DeviceIndex>(device);
 }
 
 // An out= argument as a host alias (one of `aliases`), remembering its alias

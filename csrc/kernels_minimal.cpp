@@ -22,6 +22,19 @@
 namespace torch_neuronx {
 namespace {
 
+// The allocator allocates on the current core: a factory for core `index` makes it current
+// for the call. Only when it is not already: a device guard is two virtual calls into the guard
+// implementation and its code, for every buffer a compiled graph allocates (all on one core).
+class OnCore {
+ public:
+  explicit OnCore(c10::DeviceIndex index) {
+    if (C10_UNLIKELY(index != current_device())) guard_.emplace(c10::Device(kNeuron, index));
+  }
+
+ private:
+  std::optional<c10::DeviceGuard> guard_;
+};
+
 c10::DeviceIndex target_index(std::optional<c10::Device> device) {
   if (device.has_value() && device->has_index()) return device->index();
   return current_device();
@@ -35,7 +48,7 @@ at::Tensor neuron_empty(c10::IntArrayRef size, std::optional<at::ScalarType> dty
   check_device(index);
   TORCH_CHECK(!pin_memory.value_or(false),
               "pin_memory=True only applies to CPU tensors; drop it for neuron tensors.");
-  c10::DeviceGuard guard(c10::Device(kNeuron, index));
+  OnCore on_core(index);
   const c10::DispatchKeySet keys(c10::DispatchKey::PrivateUse1);
   return at::detail::empty_generic(size, neuron_allocator(), keys,
                                    c10::dtype_or_default(dtype), memory_format);
@@ -48,7 +61,7 @@ at::Tensor neuron_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                                 std::optional<bool> pin_memory) {
   const c10::DeviceIndex index = target_index(device);
   check_device(index);
-  c10::DeviceGuard guard(c10::Device(kNeuron, index));
+  OnCore on_core(index);
   const c10::DispatchKeySet keys(c10::DispatchKey::PrivateUse1);
   return at::detail::empty_strided_generic(size, stride, neuron_allocator(), keys,
                                            c10::dtype_or_default(dtype));
@@ -195,7 +208,7 @@ int64_t neuron_fused_sdp_choice(const at::Tensor& query, const at::Tensor& key,
 at::Tensor empty_strided_on(c10::IntArrayRef size, c10::IntArrayRef stride, at::ScalarType dtype,
                             c10::DeviceIndex index) {
   check_device(index);
-  c10::DeviceGuard guard(c10::Device(kNeuron, index));
+  OnCore on_core(index);
   return at::detail::empty_strided_generic(
       size, stride, neuron_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype);
 }

@@ -96,3 +96,52 @@ def test_cache_limit_and_no_caching_switch(monkeypatch):
     monkeypatch.setenv("TORCH_NEURONX_ALLOCATOR_CACHE_LIMIT", "x")
     with pytest.raises(env.NeuronEnvironmentError, match="TORCH_NEURONX_ALLOCATOR_CACHE_LIMIT"):
         env.parse_cache_limit(env.ALLOCATOR_CACHE_LIMIT)
+
+
+def test_blocks_cross_the_history_switch_with_exact_statistics():
+    """Allocation and free take a short path when no memory history is recorded and the general
+    one otherwise: a block allocated under one and freed under the other keeps every statistic
+    exact, and the trace records what happened while it recorded."""
+    gc.collect()
+    torch.neuron.empty_cache()
+    keys = ("allocated_bytes.all.current", "active_bytes.all.current", "requested_bytes.all.current",
+            "allocation.all.current", "inactive_split.all.current", "inactive_split_bytes.all.current")
+    base = {k: _stats()[k] for k in keys}
+    base_reserved = torch.neuron.memory_reserved(DEV)
+    plain = [torch.empty(n, dtype=torch.uint8, device=f"neuron:{DEV}") for n in (700, 3000, 5 << 20)]
+    torch.neuron.memory._record_memory_history(max_entries=100, stacks="python")
+    try:
+        recorded = [torch.empty(n, dtype=torch.uint8, device=f"neuron:{DEV}") for n in (900, 4000)]
+        s = _stats()
+        assert s["requested_bytes.all.current"] - base["requested_bytes.all.current"] == \
+            700 + 3000 + (5 << 20) + 900 + 4000
+        assert s["allocation.all.current"] - base["allocation.all.current"] == 5
+        freed = plain.pop(0).data_ptr()        # allocated unrecorded, freed while recording
+        snap = torch.neuron.memory._snapshot()
+    finally:
+        torch.neuron.memory._record_memory_history(enabled=None)
+    trace = snap["device_traces"][DEV]
+    assert [e["action"] for e in trace if e["action"] in ("alloc", "free_completed")] == \
+        ["alloc", "alloc", "free_completed"]
+    assert trace[-1]["addr"] == freed
+    del recorded, plain                        # allocated while recording, freed unrecorded
+    assert {k: _stats()[k] for k in keys} == base
+    torch.neuron.empty_cache()
+    assert torch.neuron.memory_reserved(DEV) == base_reserved
+
+
+def test_factories_on_another_core_leave_the_current_core_alone():
+    """Factories (and compiled graphs' buffers) allocate on the core they name without
+    making it current, and count on that core only."""
+    from torch_neuronx import _C
+
+    torch.neuron.set_device(0)
+    before = {d: torch.neuron.memory_allocated(d) for d in (0, DEV)}
+    a = torch.empty(1024, device=f"neuron:{DEV}")
+    b = _C._empty_strided_neuron((16, 16), (16, 1), torch.float32, DEV)
+    assert a.device.index == b.device.index == DEV and torch.neuron.current_device() == 0
+    assert torch.neuron.memory_allocated(0) == before[0]
+    assert torch.neuron.memory_allocated(DEV) == before[DEV] + 4096 + 1024
+    with pytest.raises(RuntimeError, match="neuron:9"):
+        _C._empty_strided_neuron((4,), (1,), torch.float32, 9)
+    assert torch.neuron.current_device() == 0

@@ -179,6 +179,10 @@ def test_matmul_family_and_attention_have_direct_kernels():
         torch.mm(an, b)
     with pytest.raises(RuntimeError, match="neuron:0 and neuron:1"):
         torch.bmm(xn, y.to("neuron:1"))
+    elsewhere = torch.full((4, 3), 7.0, device="neuron:1")
+    with pytest.raises(RuntimeError, match=r"neuron:0 and neuron:1! \(when checking arguments for aten::mm.out\)"):
+        torch.mm(an, bn, out=elsewhere)         # out= on another core: refused, out untouched
+    assert elsewhere.cpu().eq(7.0).all() and elsewhere.shape == (4, 3)
     q, k, v = (torch.randn(2, 2, 8, 4, requires_grad=True) for _ in range(3))
     qn, kn, vn = (t.detach().neuron().requires_grad_() for t in (q, k, v))
     F.scaled_dot_product_attention(q, k, v).sum().backward()

@@ -105,3 +105,33 @@ def test_compiled_graphs_and_estimated_flops_reach_the_page():
     flops = est.flops
     assert flops >= 2 * 16 ** 3 and after["estimated_flops"] - middle["estimated_flops"] == flops
     assert torch.equal(y.cpu(), x.cpu() @ x.cpu())
+
+
+def test_stats_add_rejects_bad_arguments_and_leaves_the_page_alone():
+    """_stats_add is a raw C function (compiled graphs call it every time): wrong arity, a
+    non-integer and an out-of-range core or field are clear Python errors, and nothing is added."""
+    from pathlib import Path
+
+    import pytest
+
+    from torch_neuronx import _C
+
+    torch.ones(1, device="neuron")   # the page exists once the runtime started
+    folder = Path(_C._stats_page_path()).parent
+
+    def own() -> dict:
+        return next(e for e in registry.list_processes(folder) if e.pid == os.getpid()).devices[0]
+
+    field = registry.FIELD_INDEX["graphs"]
+    before = own()["graphs"]
+    with pytest.raises(TypeError, match="takes 3 arguments, got 2"):
+        _C._stats_add(0, field)
+    with pytest.raises(TypeError):
+        _C._stats_add(0, "graphs", 1)
+    with pytest.raises(RuntimeError, match="stats field out of range"):
+        _C._stats_add(0, len(registry.FIELD_INDEX) + 5, 1)
+    with pytest.raises(RuntimeError, match="stats field out of range"):
+        _C._stats_add(-1, field, 1)
+    assert own()["graphs"] == before
+    _C._stats_add(0, field, 2)
+    assert own()["graphs"] == before + 2
