@@ -1036,6 +1036,15 @@ REGISTER_ALLOCATOR(kNeuron, &g_allocator);
 c10::DeviceAllocator* neuron_allocator() { return &g_allocator; }
 c10::DeviceIndex device_of_ptr(const void* ptr) { return g_allocator.device_of(ptr); }
 
+c10::DataPtr allocate_host_block(c10::DeviceIndex device, size_t nbytes) {
+  // Counted from the start (not scratch): a compiled graph's buffer is device memory in use, as the
+  // neuron tensors it replaces were. Freed through free_host_ptr like a host kernel's block, and made
+  // neuron memory in place (adopt_cpu_storage_in_place) when the graph returns it.
+  Block* block = g_allocator.allocate_block(device, nbytes, /*scratch=*/false);
+  void* ptr = block ? block->ptr : nullptr;
+  return {ptr, ptr, &NeuronAllocator::free_host_ptr, c10::Device(c10::DeviceType::CPU)};
+}
+
 c10::DataPtr adopt_cpu_storage(c10::Storage cpu, c10::DeviceIndex device) {
   return g_allocator.adopt(std::move(cpu), device);
 }

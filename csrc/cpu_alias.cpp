@@ -19,6 +19,11 @@ void release_alias(void* ctx) {
 
 }  // namespace
 
+c10::StorageImpl* aliased_neuron_storage(const c10::StorageImpl* cpu) {
+  const c10::DataPtr& data = cpu->data_ptr();
+  return data.get_deleter() == &release_alias ? static_cast<c10::StorageImpl*>(data.get_context()) : nullptr;
+}
+
 c10::Storage make_cpu_alias_storage(const c10::Storage& neuron_storage) {
   c10::StorageImpl* impl = neuron_storage.unsafeGetStorageImpl();
   void* data = const_cast<void*>(impl->data_ptr().get());

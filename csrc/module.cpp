@@ -10,6 +10,9 @@
 
 namespace torch_neuronx {
 void bind_tools(py::module& m);  // tools_bindings.cpp
+extern PyMethodDef host_program_def;  // host_program.cpp
+at::Tensor empty_strided_host(c10::IntArrayRef size, c10::IntArrayRef stride, at::ScalarType dtype,
+                              c10::DeviceIndex core);
 void bind_numerics_filter(py::module& m);  // numerics_filter.cpp
 namespace {
 
@@ -62,6 +65,25 @@ PyObject* empty_strided_neuron(PyObject* /*self*/, PyObject* const* args, Py_ssi
   END_HANDLE_TH_ERRORS
 }
 
+// _empty_strided_host(size, stride, dtype, index): a compiled host program's buffer (host_program.cpp).
+PyObject* empty_strided_host_fast(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK_TYPE(nargs == 4, "_empty_strided_host(size, stride, dtype, index) takes 4 arguments, got ", nargs);
+  TORCH_CHECK_TYPE(THPDtype_Check(args[2]), "dtype must be a torch.dtype");
+  c10::SmallVector<int64_t, 8> size, stride;
+  parse_shape(args[0], "size must be a sequence of ints", size);
+  parse_shape(args[1], "stride must be a sequence of ints", stride);
+  const long long index = PyLong_AsLongLong(args[3]);
+  if (index == -1 && PyErr_Occurred()) throw python_error();
+  const auto scalar_type = reinterpret_cast<THPDtype*>(args[2])->scalar_type;
+  return THPVariable_Wrap(empty_strided_host(size, stride, scalar_type, static_cast<c10::DeviceIndex>(index)));
+  END_HANDLE_TH_ERRORS
+}
+
+PyMethodDef empty_strided_host_def = {
+    "_empty_strided_host", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&empty_strided_host_fast)),
+    METH_FASTCALL, "A compiled host program's buffer: a CPU tensor over a counted block of core `index`."};
+
 PyMethodDef empty_strided_neuron_def = {
     "_empty_strided_neuron", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&empty_strided_neuron)),
     METH_FASTCALL, "Allocate an uninitialised neuron tensor (compiled graphs' buffers): (size, stride, dtype, index)."};
@@ -91,6 +113,9 @@ PYBIND11_MODULE(_C, m) {
         "A CPU tensor over the same bytes as a neuron tensor (no copy).");
   m.add_object("_empty_strided_neuron",
                py::reinterpret_steal<py::object>(PyCFunction_New(&tn::empty_strided_neuron_def, nullptr)));
+  m.add_object("_empty_strided_host",
+               py::reinterpret_steal<py::object>(PyCFunction_New(&tn::empty_strided_host_def, nullptr)));
+  m.add_object("_host_program", py::reinterpret_steal<py::object>(PyCFunction_New(&tn::host_program_def, nullptr)));
   tn::bind_tools(m);
   tn::bind_numerics_filter(m);
   m.def("_drain_autograd_workers", &tn::drain_autograd_workers,

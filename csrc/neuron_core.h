@@ -142,6 +142,12 @@ bool is_neuron_generator(const at::Generator& gen);
 at::Generator prepare_engine(const at::Generator& gen);
 void advance_offset(const at::Generator& gen, uint64_t numel);
 
+// A compiled host program's buffer (host_program.cpp): `nbytes` of core `device`, counted as
+// allocated, as a CPU DataPtr (freed like a host kernel's block).
+c10::DataPtr allocate_host_block(c10::DeviceIndex device, size_t nbytes);
+// The neuron storage a CPU alias made by cpu_alias(t) keeps alive, or null for any other storage.
+c10::StorageImpl* aliased_neuron_storage(const c10::StorageImpl* cpu);
+
 // ---- explicit kernels (kernels_minimal.cpp) -------------------------------
 // Allocation without a dispatcher round trip, for compiled graphs' buffers.
 at::Tensor empty_strided_on(c10::IntArrayRef size, c10::IntArrayRef stride, at::ScalarType dtype,

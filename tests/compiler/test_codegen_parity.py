@@ -26,9 +26,15 @@ class TinyDecoder(torch.nn.Module):
         return x + self.down(F.silu(self.up(x)))
 
 
+HOST_PROGRAM_LINES = ("empty_strided_neuron = __import__('torch_neuronx')._C._empty_strided_host",
+                      "call = __import__('torch_neuronx')._C._host_program(call, ")
+
+
 def _program(code: str) -> list[str]:
-    """The call sequence of a generated wrapper, with allocations normalised."""
+    """The call sequence of a generated wrapper, with allocations normalised and the host-program
+    footer (compiler/host_program.py: which allocation function and which `call`) left out."""
     body = code[code.index("def call("):code.index("def benchmark_compiled_module")]
+    body = "\n".join(line for line in body.splitlines() if not line.startswith(HOST_PROGRAM_LINES))
     body = re.sub(r"empty_strided_(cpu|neuron)\((.*?), torch\.(\w+)(, \d+)?\)", r"ALLOC(\2, \3)", body)
     body = re.sub(r"device='neuron:\d+'|device='cpu'|device\(type='(cpu|neuron)'(, index=\d+)?\)", "DEV", body)
     return [line.strip() for line in body.splitlines() if line.strip() and not line.strip().startswith("#")]
@@ -49,3 +55,6 @@ def test_neuron_program_equals_inductor_cpu_program():
     assert any("extern_kernels.mm" in line for line in neuron_program)
     assert any("cpp_fused" in line for line in neuron_program)
     assert neuron_program == cpu_program
+    # ...and it runs as a host program: the same extern calls on host views of the core's memory
+    footer = [line for line in neuron_code[0].splitlines() if line.startswith(HOST_PROGRAM_LINES)]
+    assert footer == [HOST_PROGRAM_LINES[0], HOST_PROGRAM_LINES[1] + "0, (True,))"]

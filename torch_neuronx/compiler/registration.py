@@ -23,7 +23,8 @@ import torch
 from .._torch_versions import require
 
 DEVICE = "neuron"
-# The torch minors whose PythonWrapperCodegen (create, _generate_kernel_call_helper, make_allocation)
+# The torch minors whose PythonWrapperCodegen (create, _generate_kernel_call_helper, make_allocation,
+# generate_after_suffix: called once `call` is defined, before the benchmark harness)
 # the wrapper subclass below overrides were checked against.
 WRAPPER_WRITTEN_FOR = ("2.13", "2.14", "2.15")
 _lock = threading.Lock()
@@ -228,6 +229,19 @@ def _make_wrapper_codegen():
             super().write_header()
             if fast_alloc:
                 self.header.writeline("empty_strided_neuron = __import__('torch_neuronx')._C._empty_strided_neuron")
+
+        def generate_after_suffix(self, result) -> None:
+            super().generate_after_suffix(result)
+            if not fast_alloc:
+                return
+            from torch._inductor.virtualized import V
+
+            from . import host_program
+
+            chosen = host_program.plan(V.graph, result.getvalue())
+            if chosen is not None:
+                for line in host_program.footer(*chosen):
+                    result.writeline(line)
 
     return NeuronWrapperCodegen
 
