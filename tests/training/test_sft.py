@@ -207,11 +207,13 @@ def test_tp_size_must_divide_model_dimensions(assets, monkeypatch):
     """The example's own check, called in this process (a fresh interpreter cost ~10 s for a message)."""
     import torch
 
-    # importing the example sets this for its own runs; the suite's later tests keep theirs
-    monkeypatch.setattr(torch._dynamo.config, "automatic_dynamic_shapes", torch._dynamo.config.automatic_dynamic_shapes)
     for name, value in (("WORLD_SIZE", "3"), ("TP_SIZE", "3"), ("FSDP_SIZE", "1")):
         monkeypatch.setenv(name, value)
-    from sft_neuron_example import _distributed_config  # examples/ is on sys.path (sft_harness)
+    # Importing the example sets automatic_dynamic_shapes for its own runs; the suite's later tests keep
+    # theirs. Not monkeypatch.setattr: pytest 9.2 undoes it with delattr, and deleting a Dynamo config
+    # entry hides it, which broke every later compile in the worker ("... does not exist").
+    with torch._dynamo.config.patch(automatic_dynamic_shapes=torch._dynamo.config.automatic_dynamic_shapes):
+        from sft_neuron_example import _distributed_config  # examples/ is on sys.path (sft_harness)
 
-    with pytest.raises(SystemExit, match="TP_SIZE=3 does not divide the model's num_attention_heads=4"):
-        _distributed_config(os.path.join(assets, "model"), False)
+        with pytest.raises(SystemExit, match="TP_SIZE=3 does not divide the model's num_attention_heads=4"):
+            _distributed_config(os.path.join(assets, "model"), False)
