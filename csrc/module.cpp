@@ -46,14 +46,14 @@ void parse_shape(PyObject* seq, const char* what, c10::SmallVector<int64_t, 8>& 
   Py_DECREF(fast);
 }
 
-// _empty_strided_neuron(size, stride, dtype, index): every buffer of a compiled graph is allocated
-// here, several per call. A raw METH_FASTCALL function, as torch's _empty_strided_cpu is: the
-// pybind11 binding it replaces spent ~3k instructions per call converting the two shape tuples
-// (callgrind, decode step of benchmarks/compile_decoder.py), more than the allocation.
-PyObject* empty_strided_neuron(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
+// The two buffer allocators of compiled graphs, several calls per graph call: raw METH_FASTCALL
+// functions, as torch's _empty_strided_cpu is. The pybind11 binding they replace spent ~3k
+// instructions per call converting the two shape tuples (callgrind, decode step of
+// benchmarks/compile_decoder.py), more than the allocation. Arguments: (size, stride, dtype, index).
+template <at::Tensor (*Allocate)(c10::IntArrayRef, c10::IntArrayRef, at::ScalarType, c10::DeviceIndex)>
+PyObject* empty_strided_fast(const char* name, PyObject* const* args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
-  TORCH_CHECK_TYPE(nargs == 4, "_empty_strided_neuron(size, stride, dtype, index) takes 4 arguments, got ",
-                   nargs);
+  TORCH_CHECK_TYPE(nargs == 4, name, "(size, stride, dtype, index) takes 4 arguments, got ", nargs);
   TORCH_CHECK_TYPE(THPDtype_Check(args[2]), "dtype must be a torch.dtype");
   c10::SmallVector<int64_t, 8> size, stride;
   parse_shape(args[0], "size must be a sequence of ints", size);
@@ -61,23 +61,18 @@ PyObject* empty_strided_neuron(PyObject* /*self*/, PyObject* const* args, Py_ssi
   const long long index = PyLong_AsLongLong(args[3]);
   if (index == -1 && PyErr_Occurred()) throw python_error();
   const auto scalar_type = reinterpret_cast<THPDtype*>(args[2])->scalar_type;
-  return THPVariable_Wrap(empty_strided_on(size, stride, scalar_type, static_cast<c10::DeviceIndex>(index)));
+  return THPVariable_Wrap(Allocate(size, stride, scalar_type, static_cast<c10::DeviceIndex>(index)));
   END_HANDLE_TH_ERRORS
+}
+
+// _empty_strided_neuron: a neuron program's buffer.
+PyObject* empty_strided_neuron(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
+  return empty_strided_fast<&empty_strided_on>("_empty_strided_neuron", args, nargs);
 }
 
 // _empty_strided_host(size, stride, dtype, index): a compiled host program's buffer (host_program.cpp).
 PyObject* empty_strided_host_fast(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
-  HANDLE_TH_ERRORS
-  TORCH_CHECK_TYPE(nargs == 4, "_empty_strided_host(size, stride, dtype, index) takes 4 arguments, got ", nargs);
-  TORCH_CHECK_TYPE(THPDtype_Check(args[2]), "dtype must be a torch.dtype");
-  c10::SmallVector<int64_t, 8> size, stride;
-  parse_shape(args[0], "size must be a sequence of ints", size);
-  parse_shape(args[1], "stride must be a sequence of ints", stride);
-  const long long index = PyLong_AsLongLong(args[3]);
-  if (index == -1 && PyErr_Occurred()) throw python_error();
-  const auto scalar_type = reinterpret_cast<THPDtype*>(args[2])->scalar_type;
-  return THPVariable_Wrap(empty_strided_host(size, stride, scalar_type, static_cast<c10::DeviceIndex>(index)));
-  END_HANDLE_TH_ERRORS
+  return empty_strided_fast<&empty_strided_host>("_empty_strided_host", args, nargs);
 }
 
 PyMethodDef empty_strided_host_def = {

@@ -130,3 +130,23 @@ def test_the_host_program_call_converts_once_and_cleans_up_after_errors():
     with pytest.raises(TypeError, match="one list"):
         run((x,))
     assert torch_neuronx.get_host_kernel_calls() >= 0
+
+
+def test_host_buffers_are_counted_blocks_of_their_core():
+    base = torch.neuron.memory_allocated(1)
+    b = _C._empty_strided_host((8, 16), (16, 1), torch.float32, 1)
+    assert b.device.type == "cpu" and b.shape == (8, 16) and b.stride() == (16, 1) and b.dtype == torch.float32
+    assert torch.neuron.memory_allocated(1) - base == 512
+    b.fill_(2.0)
+    assert b.sum().item() == 256.0
+    del b
+    assert torch.neuron.memory_allocated(1) == base
+    with pytest.raises(TypeError, match="_empty_strided_host.*takes 4 arguments, got 3"):
+        _C._empty_strided_host((4,), (1,), torch.float32)
+    with pytest.raises(TypeError, match="dtype must be a torch.dtype"):
+        _C._empty_strided_host((4,), (1,), "float32", 0)
+    with pytest.raises(RuntimeError, match="differ in length"):
+        _C._empty_strided_host((4, 4), (1,), torch.float32, 0)
+    with pytest.raises(RuntimeError, match="negative"):
+        _C._empty_strided_host((-1,), (1,), torch.float32, 0)
+    assert torch.neuron.memory_allocated(1) == base
