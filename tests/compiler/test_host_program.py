@@ -8,7 +8,6 @@ import pytest
 import torch
 from torch._inductor.utils import run_and_get_code
 
-import torch_neuronx
 from torch_neuronx import _C
 from torch_neuronx.compiler import host_program
 
@@ -129,7 +128,6 @@ def test_the_host_program_call_converts_once_and_cleans_up_after_errors():
         _C._host_program(program, 99, ())
     with pytest.raises(TypeError, match="one list"):
         run((x,))
-    assert torch_neuronx.get_host_kernel_calls() >= 0
 
 
 def test_host_buffers_are_counted_blocks_of_their_core():

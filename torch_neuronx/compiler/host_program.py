@@ -61,10 +61,9 @@ def _device_of(node):
 def plan(graph, body: str) -> tuple[int, tuple[bool, ...]] | None:
     """(core, neuron_outputs) when the graph being generated can run as a host program, else None.
     `graph` is Inductor's GraphLowering, `body` the program's text so far."""
-    import sys
+    from .backend import _dry_run_active
 
-    session = sys.modules.get("torch_neuronx.plan.session")   # never imports the planner
-    if (session is not None and session.active() is not None) or not enabled():
+    if _dry_run_active() or not enabled():
         return None
     cores = set()
     for value in graph.graph_inputs.values():
