@@ -16,7 +16,6 @@
 // Thread-local: no locks, and no other thread ever sees a cached alias.
 #include "neuron_core.h"
 
-#include <c10/core/CPUAllocator.h>
 #include <c10/core/InferenceMode.h>
 
 #include <array>
@@ -37,15 +36,6 @@ struct Cache {
 
 namespace {
 
-// Element-wise: shorter than memcmp's call for the few dims a tensor has.
-bool same(c10::IntArrayRef a, c10::IntArrayRef b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i] != b[i]) return false;
-  }
-  return true;
-}
-
 uint32_t slot_of(const at::Tensor& t, const c10::StorageImpl* neuron) {
   uint64_t h = reinterpret_cast<uintptr_t>(neuron->data_ptr().get());
   h ^= static_cast<uint64_t>(t.storage_offset()) * 0x9E3779B97F4A7C15ull;
@@ -56,20 +46,6 @@ uint32_t slot_of(const at::Tensor& t, const c10::StorageImpl* neuron) {
     h ^= static_cast<uint64_t>(t.strides()[0]) * 0x165667B19E3779F9ull;
   }
   return static_cast<uint32_t>((h * 0x9E3779B97F4A7C15ull) >> (64 - kSlotBits));
-}
-
-bool matches(const at::Tensor& alias, const at::Tensor& t, const c10::StorageImpl* neuron) {
-  const c10::TensorImpl* a = alias.unsafeGetTensorImpl();
-  const c10::StorageImpl* s = a->unsafe_storage().unsafeGetStorageImpl();
-  return s->data_ptr().get() == neuron->data_ptr().get() && s->nbytes() == neuron->nbytes() &&
-         s->data_ptr().get_context() == nullptr && a->dtype() == t.dtype() &&
-         a->storage_offset() == t.storage_offset() && same(a->sizes(), t.sizes()) &&
-         same(a->strides(), t.strides()) && a->is_conj() == t.is_conj() && a->is_neg() == t.is_neg() &&
-         a->_is_zerotensor() == t._is_zerotensor();
-}
-
-void release_owner(void* ctx) {
-  c10::intrusive_ptr<c10::StorageImpl>::reclaim(static_cast<c10::StorageImpl*>(ctx));
 }
 
 }  // namespace
@@ -84,7 +60,7 @@ Lease find(const Here& here, const at::Tensor& t, c10::StorageImpl* neuron) {
   const Slot& slot = here.cache->slots[index];
   if (!slot.alias.defined() || slot.alias.use_count() != 1 ||
       slot.alias.unsafeGetTensorImpl()->unsafe_storage().use_count() != 1 ||
-      slot.inference != here.inference || !matches(slot.alias, t, neuron)) {
+      slot.inference != here.inference || !unowned_alias_matches(slot.alias, t, neuron)) {
     return {at::Tensor(), neuron, index};
   }
   return {slot.alias, neuron, index};
@@ -92,12 +68,7 @@ Lease find(const Here& here, const at::Tensor& t, c10::StorageImpl* neuron) {
 
 Lease make(const Here& here, const at::Tensor& t, c10::StorageImpl* neuron) {
   const uint32_t index = slot_of(t, neuron);
-  void* data = const_cast<void*>(neuron->data_ptr().get());
-  c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(
-      c10::StorageImpl::use_byte_size_t(), neuron->nbytes(),
-      c10::DataPtr(data, c10::Device(c10::DeviceType::CPU)),  // no owner: see the top
-      c10::GetCPUAllocator(), /*resizable=*/true));
-  at::Tensor alias = cpu_alias(t, storage);
+  at::Tensor alias = cpu_alias(t, make_unowned_alias_storage(neuron));  // no owner: see the top
   Slot& slot = here.cache->slots[index];
   slot.alias = alias;
   slot.inference = here.inference;
@@ -114,9 +85,7 @@ void release(const Here& here, Lease& lease) {
   const bool held = lease.alias.use_count() > (cached ? 2u : 1u) || c10::raw::intrusive_ptr::use_count(s) > 1 ||
                     a->pyobj_slot()->load_pyobj() != nullptr;
   if (held && !owns && s->data_ptr().get() == lease.neuron->data_ptr().get()) {
-    void* data = const_cast<void*>(s->data_ptr().get());
-    c10::StorageImpl* owner = c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(lease.neuron).release();
-    s->set_data_ptr_noswap(c10::DataPtr(data, owner, &release_owner, c10::Device(c10::DeviceType::CPU)));
+    own_aliased_bytes(s, lease.neuron);
   }
   if (cached && (held || owns)) slot.alias.reset();
   lease.alias.reset();

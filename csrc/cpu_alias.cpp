@@ -36,6 +36,29 @@ c10::Storage make_cpu_alias_storage(const c10::Storage& neuron_storage) {
       c10::GetCPUAllocator(), /*resizable=*/true));
 }
 
+c10::Storage make_unowned_alias_storage(const c10::StorageImpl* neuron) {
+  void* data = const_cast<void*>(neuron->data_ptr().get());
+  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), neuron->nbytes(), c10::DataPtr(data, c10::Device(c10::DeviceType::CPU)),
+      c10::GetCPUAllocator(), /*resizable=*/true));
+}
+
+bool unowned_alias_matches(const at::Tensor& alias, const at::Tensor& t, const c10::StorageImpl* neuron) {
+  const c10::TensorImpl* a = alias.unsafeGetTensorImpl();
+  const c10::StorageImpl* s = a->unsafe_storage().unsafeGetStorageImpl();
+  return s->data_ptr().get() == neuron->data_ptr().get() && s->nbytes() == neuron->nbytes() &&
+         s->data_ptr().get_context() == nullptr && a->dtype() == t.dtype() &&
+         a->storage_offset() == t.storage_offset() && same_dims(a->sizes(), t.sizes()) &&
+         same_dims(a->strides(), t.strides()) && a->is_conj() == t.is_conj() && a->is_neg() == t.is_neg() &&
+         a->_is_zerotensor() == t._is_zerotensor();
+}
+
+void own_aliased_bytes(c10::StorageImpl* alias, c10::StorageImpl* neuron) {
+  void* data = const_cast<void*>(alias->data_ptr().get());
+  c10::StorageImpl* owner = c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(neuron).release();
+  alias->set_data_ptr_noswap(c10::DataPtr(data, owner, &release_alias, c10::Device(c10::DeviceType::CPU)));
+}
+
 namespace {
 
 // A tensor must lie inside its storage before a host kernel reads or writes
@@ -139,14 +162,6 @@ C10_NOINLINE void sync_changed_output(const at::Tensor& neuron, const at::Tensor
     neuron.unsafeGetTensorImpl()->set_sizes_and_strides(host.sizes(), host.strides(),
                                                         host.storage_offset());
   }
-}
-
-bool same_dims(c10::IntArrayRef a, c10::IntArrayRef b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i] != b[i]) return false;
-  }
-  return true;
 }
 
 }  // namespace

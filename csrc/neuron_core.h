@@ -83,8 +83,25 @@ c10::DeviceIndex device_of_ptr(const void* ptr);
 c10::DataPtr adopt_cpu_storage(c10::Storage cpu, c10::DeviceIndex device);
 
 // ---- host views (cpu_alias.cpp) ---------------------------------------------
+// Equal sizes or strides, element-wise: shorter than memcmp's call for the few dims a tensor has.
+inline bool same_dims(c10::IntArrayRef a, c10::IntArrayRef b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  return true;
+}
 // A CPU storage that aliases the bytes of a neuron storage and keeps it alive.
 c10::Storage make_cpu_alias_storage(const c10::Storage& neuron_storage);
+// A CPU storage over the bytes of `neuron` that does not keep them alive: for an alias cached
+// across calls (a cache must not keep device memory alive), valid while the caller holds `neuron`.
+c10::Storage make_unowned_alias_storage(const c10::StorageImpl* neuron);
+// `alias` (over an unowned alias storage) still shows what `t` (storage `neuron`) shows: the same
+// bytes and byte count, dtype, sizes, strides, offset and conj/neg/zero flags.
+bool unowned_alias_matches(const at::Tensor& alias, const at::Tensor& t, const c10::StorageImpl* neuron);
+// An unowned alias storage that something kept past the call takes a reference to `neuron`,
+// so the bytes outlive it (and aliased_neuron_storage finds `neuron` again).
+void own_aliased_bytes(c10::StorageImpl* alias, c10::StorageImpl* neuron);
 // A CPU tensor over the same bytes, sizes, strides and offset as `t`.
 at::Tensor cpu_alias(const at::Tensor& t, const c10::Storage& alias_storage);
 at::Tensor cpu_alias(const at::Tensor& t);

@@ -12,6 +12,7 @@ from torch_neuronx import _C
 from torch_neuronx.compiler import host_program
 
 FOOTER = "_C._host_program(call, "
+BLOCK = 256   # the allocator's smallest block: what each small tensor below holds
 
 
 def _compile(fn, *args):
@@ -148,3 +149,148 @@ def test_host_buffers_are_counted_blocks_of_their_core():
     with pytest.raises(RuntimeError, match="negative"):
         _C._empty_strided_host((-1,), (1,), torch.float32, 0)
     assert torch.neuron.memory_allocated(1) == base
+
+
+def _alias_ids(program_body=None):
+    """A host program that doubles its one input and records the CPU alias it was given."""
+    seen = []
+
+    def program(args):
+        (a,) = args
+        args.clear()
+        seen.append((id(a), a.device.type, a.data_ptr()))    # (a Python storage object would pin the alias)
+        if program_body is not None:
+            program_body(a)
+        return (a * 2,)
+
+    return _C._host_program(program, 0, (True,)), seen
+
+
+def test_held_inputs_keep_their_alias_across_calls_without_keeping_device_memory():
+    run, seen = _alias_ids()
+    w = torch.arange(4.0, device="neuron")            # held outside the argument list, as a weight is
+    for _ in range(3):
+        (out,) = run([w])
+        assert out.cpu().tolist() == [0.0, 2.0, 4.0, 6.0]
+    assert len({s[0] for s in seen}) == 1                          # one alias object, made once
+    assert all(s[1:] == ("cpu", w.data_ptr()) for s in seen)
+    del out
+    base = torch.neuron.memory_allocated(0)
+    del w                                                           # the cached alias does not own it
+    assert torch.neuron.memory_allocated(0) == base - BLOCK
+    w2 = torch.arange(8.0, device="neuron")[2:6]                    # other bytes, other geometry
+    (out,) = run([w2])
+    assert out.cpu().tolist() == [4.0, 6.0, 8.0, 10.0]
+    assert seen[-1][2] == w2.data_ptr()
+
+
+def test_an_input_alias_kept_by_the_program_owns_the_bytes():
+    kept = []
+    run, seen = _alias_ids(kept.append)
+    w = torch.arange(4.0, device="neuron")
+    run([w])
+    run([w])                                     # the kept alias is not lent out again
+    assert seen[0][0] != seen[1][0]
+    base = torch.neuron.memory_allocated(0)
+    del w
+    assert torch.neuron.memory_allocated(0) == base          # the kept aliases keep the block alive
+    assert kept[0].tolist() == [0.0, 1.0, 2.0, 3.0] and kept[1].tolist() == [0.0, 1.0, 2.0, 3.0]
+    kept.clear()
+    assert torch.neuron.memory_allocated(0) == base - BLOCK
+
+
+def test_outputs_over_a_held_input_are_views_of_it():
+    def program(args):
+        (a,) = args
+        args.clear()
+        return a, a[1:], a + 1
+
+    run = _C._host_program(program, 0, (True, True, True))
+    w = torch.arange(4.0, device="neuron")
+    for _ in range(2):
+        same, tail, plus = run([w])
+        assert same.device.type == tail.device.type == plus.device.type == "neuron"
+        assert same.untyped_storage().data_ptr() == tail.untyped_storage().data_ptr() == w.untyped_storage().data_ptr()
+        assert plus.cpu().tolist() == [1.0, 2.0, 3.0, 4.0]
+    tail.fill_(9.0)
+    assert w.cpu().tolist() == [0.0, 9.0, 9.0, 9.0]
+    base = torch.neuron.memory_allocated(0)
+    del w, same
+    assert torch.neuron.memory_allocated(0) == base            # `tail` still holds the block
+    del tail
+    assert torch.neuron.memory_allocated(0) == base - BLOCK
+
+
+def test_held_inputs_mutated_in_place_under_and_outside_inference_mode():
+    def bump(a):
+        a.add_(1)                                  # a program that mutates its input (as Inductor's do)
+
+    run, _ = _alias_ids(bump)
+    w = torch.zeros(3, device="neuron")
+    with torch.inference_mode():
+        run([w])
+    run([w])                                       # an alias made under inference mode is not reused here
+    with torch.inference_mode():
+        run([w])
+    assert w.cpu().tolist() == [3.0, 3.0, 3.0]
+
+
+def test_an_input_only_the_list_holds_is_freed_when_the_program_drops_it():
+    inside = {}
+
+    def program(args):
+        args.clear()
+        inside["allocated"] = torch.neuron.memory_allocated(0)
+        return ()
+
+    run = _C._host_program(program, 0, ())
+    base = torch.neuron.memory_allocated(0)
+    run([torch.ones(1024, device="neuron")])
+    assert inside["allocated"] == base and torch.neuron.memory_allocated(0) == base
+
+
+def test_a_failing_program_leaves_its_inputs_intact():
+    def failing(args):
+        (a,) = args
+        a.add_(1)
+        raise ValueError("inside")
+
+    run = _C._host_program(failing, 0, ())
+    w = torch.zeros(2, device="neuron")
+    for _ in range(2):
+        with pytest.raises(ValueError, match="inside"):
+            run([w])
+    assert w.cpu().tolist() == [2.0, 2.0]
+    base = torch.neuron.memory_allocated(0)
+    del w
+    assert torch.neuron.memory_allocated(0) == base - BLOCK
+
+
+def _disable_wrappers_per_call(fn, *args):
+    import sys
+
+    calls = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_name == "_fn" and frame.f_code.co_filename.endswith("eval_frame.py"):
+            calls.append(frame.f_code)
+
+    fn(*args)
+    sys.setprofile(profile)
+    try:
+        fn(*args)
+    finally:
+        sys.setprofile(None)
+    return len(calls)
+
+
+def test_a_compiled_neuron_graph_is_called_through_as_many_dynamo_wrappers_as_inductors():
+    def f(x):
+        return (x @ x).relu()
+
+    x = torch.randn(8, 8)
+    torch._dynamo.reset()
+    on_cpu = _disable_wrappers_per_call(torch.compile(f, backend="inductor", dynamic=False), x)
+    torch._dynamo.reset()
+    on_neuron = _disable_wrappers_per_call(torch.compile(f, backend="neuron", dynamic=False), x.neuron())
+    assert on_neuron == on_cpu
