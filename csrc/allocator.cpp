@@ -62,7 +62,7 @@ constexpr size_t kLargeBuffer = 20 << 20;   // shared large-pool segment
 constexpr size_t kRoundLimit = 16 << 20;    // size classes below, exact (aligned) above
 constexpr size_t kDivisions = 4;            // size classes per power of two
 constexpr int64_t kDefaultCacheLimit = 256LL << 20;
-constexpr int kMaxDevices = 128;
+constexpr int kMaxDevices = kMaxNeuronCores;
 
 size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 

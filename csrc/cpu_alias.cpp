@@ -17,6 +17,13 @@ void release_alias(void* ctx) {
   c10::intrusive_ptr<c10::StorageImpl>::reclaim(static_cast<c10::StorageImpl*>(ctx));
 }
 
+// A CPU DataPtr over `data` that holds a reference to `neuron` (owning aliases, and unowned
+// ones something kept past their call).
+c10::DataPtr owning_ptr(void* data, c10::StorageImpl* neuron) {
+  c10::StorageImpl* owner = c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(neuron).release();
+  return c10::DataPtr(data, owner, &release_alias, c10::Device(c10::DeviceType::CPU));
+}
+
 }  // namespace
 
 c10::StorageImpl* aliased_neuron_storage(const c10::StorageImpl* cpu) {
@@ -26,9 +33,7 @@ c10::StorageImpl* aliased_neuron_storage(const c10::StorageImpl* cpu) {
 
 c10::Storage make_cpu_alias_storage(const c10::Storage& neuron_storage) {
   c10::StorageImpl* impl = neuron_storage.unsafeGetStorageImpl();
-  void* data = const_cast<void*>(impl->data_ptr().get());
-  c10::StorageImpl* owner = c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(impl).release();
-  c10::DataPtr ptr(data, owner, &release_alias, c10::Device(c10::DeviceType::CPU));
+  c10::DataPtr ptr = owning_ptr(const_cast<void*>(impl->data_ptr().get()), impl);
   // Resizable with the CPU allocator: an out= kernel may grow its output; the
   // fallback then adopts the new bytes back into the neuron storage.
   return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
@@ -54,9 +59,7 @@ bool unowned_alias_matches(const at::Tensor& alias, const at::Tensor& t, const c
 }
 
 void own_aliased_bytes(c10::StorageImpl* alias, c10::StorageImpl* neuron) {
-  void* data = const_cast<void*>(alias->data_ptr().get());
-  c10::StorageImpl* owner = c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(neuron).release();
-  alias->set_data_ptr_noswap(c10::DataPtr(data, owner, &release_alias, c10::Device(c10::DeviceType::CPU)));
+  alias->set_data_ptr_noswap(owning_ptr(const_cast<void*>(alias->data_ptr().get()), neuron));
 }
 
 namespace {

@@ -34,8 +34,6 @@
 namespace torch_neuronx {
 namespace {
 
-constexpr int kMaxHostProgramCores = 128;  // the allocator's device limit
-
 // One neuron storage, one host storage per call: inputs that are views of one storage stay
 // views of one storage (overlap checks of the CPU kernels see what they see on CPU).
 struct StorageMap {
@@ -262,11 +260,13 @@ PyMethodDef run_def = {"neuron_host_program", reinterpret_cast<PyCFunction>(&run
 PyObject* host_program(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
   TORCH_CHECK_TYPE(nargs == 3, "_host_program(program, core, neuron_outputs) takes 3 arguments, got ", nargs);
-  TORCH_CHECK_TYPE(PyCallable_Check(args[0]), "program must be callable");
+  TORCH_CHECK_TYPE(PyCallable_Check(args[0]), "_host_program: program must be callable (Inductor's call(args)), got ",
+                   Py_TYPE(args[0])->tp_name);
   const long core = PyLong_AsLong(args[1]);
   if (core == -1 && PyErr_Occurred()) throw python_error();
   check_device(static_cast<c10::DeviceIndex>(core));
-  TORCH_CHECK_TYPE(PyTuple_Check(args[2]), "neuron_outputs must be a tuple of bools");
+  TORCH_CHECK_TYPE(PyTuple_Check(args[2]), "_host_program: neuron_outputs must be a tuple of bools (one per output: "
+                   "True for a neuron tensor), got ", Py_TYPE(args[2])->tp_name);
   auto owned_slots = std::make_unique<InputSlots>();
   THPObjectPtr slots(PyCapsule_New(owned_slots.get(), kSlotsName, &free_input_slots));
   if (!slots) throw python_error();
@@ -295,12 +295,12 @@ class HostBlockAllocator final : public c10::Allocator {
 at::Tensor empty_strided_host(c10::IntArrayRef size, c10::IntArrayRef stride, at::ScalarType dtype,
                               c10::DeviceIndex core) {
   check_device(core);
-  static std::array<HostBlockAllocator, kMaxHostProgramCores> allocators = [] {
-    std::array<HostBlockAllocator, kMaxHostProgramCores> a;
+  static std::array<HostBlockAllocator, kMaxNeuronCores> allocators = [] {
+    std::array<HostBlockAllocator, kMaxNeuronCores> a;
     for (size_t i = 0; i < a.size(); ++i) a[i].core_ = static_cast<c10::DeviceIndex>(i);
     return a;
   }();
-  TORCH_CHECK(core < kMaxHostProgramCores, "neuron:", int(core), " is beyond the ", kMaxHostProgramCores,
+  TORCH_CHECK(core < kMaxNeuronCores, "neuron:", int(core), " is beyond the ", kMaxNeuronCores,
               " cores a compiled host program can use");
   TORCH_CHECK(size.size() == stride.size(), "size ", size, " and stride ", stride, " differ in length");
   return at::detail::empty_strided_generic(size, stride, &allocators[core],

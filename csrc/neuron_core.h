@@ -20,6 +20,8 @@
 namespace torch_neuronx {
 
 constexpr c10::DeviceType kNeuron = c10::DeviceType::PrivateUse1;
+// Cores a process can address: the allocator's per-core state and host programs' buffer allocators.
+constexpr int kMaxNeuronCores = 128;
 
 // ---- runtime state (runtime_state.cpp) -------------------------------------
 // Topology as seen by this process: one entry per visible logical core.

@@ -127,7 +127,9 @@ PyObject* stats_add_fast(PyObject* /*self*/, PyObject* const* args, Py_ssize_t n
     if (v[i] == -1 && PyErr_Occurred()) throw python_error();
   }
   TORCH_CHECK(v[0] >= 0 && v[0] < int64_t(kStatsMaxDevices) && v[1] >= 0 && v[1] < kNumFields,
-              "stats field out of range");
+              "_stats_add: device must be a core in [0, ", kStatsMaxDevices, ") and field a stats-page field in [0, ",
+              int(kNumFields), ") (tools/api/registry.py FIELD_INDEX); got device=", v[0], ", field=", v[1],
+              ": stats field out of range");
   stats_add(static_cast<c10::DeviceIndex>(v[0]), static_cast<StatsField>(v[1]), v[2]);
   Py_RETURN_NONE;
   END_HANDLE_TH_ERRORS
