@@ -1,0 +1,285 @@
+"""The product's imports respect the layer order written in docs/architecture.md.
+
+Every `import` and `from ... import` of torch_neuronx, nki and neuron_hardware is read with `ast`
+(lazy imports inside functions included). A module may import its own layer or a lower one; files
+must not import each other in a cycle, nor may the sub-packages of one layer.
+
+KNOWN_VIOLATIONS lists the imports against the order that the code still has: each is to be
+replaced by a hook the lower layer offers and the higher one registers into. The test fails on any
+import against the order that is not listed, and on a listed one that is gone (remove it from the
+list), so the list only shrinks.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("torch_neuronx", "nki", "neuron_hardware")
+EXTENSION_MODULES = ("torch_neuronx._C",)  # compiled, no .py file, but a module of its own
+
+
+def layer_table(doc: Path = ROOT / "docs" / "architecture.md") -> dict[str, int]:
+    """{module prefix: layer number} from the table in docs/architecture.md."""
+    table: dict[str, int] = {}
+    for line in doc.read_text().splitlines():
+        match = re.match(r"\|\s*(\d+)\s+[^|]*\|(.*)\|\s*$", line)
+        if match:
+            for name in re.findall(r"`([\w.]+)`", match.group(2)):
+                table[name] = int(match.group(1))
+    if not table:
+        raise AssertionError(f"{doc} has no layer table ('| N name | `module` ... |' rows)")
+    return table
+
+
+def product_modules() -> dict[str, Path]:
+    modules: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            modules[name.removesuffix(".__init__")] = path
+    return modules
+
+
+def imported_names(module: str, path: Path) -> list[str]:
+    """Absolute dotted names each import statement of the file reaches (a name imported from a
+    package may be a submodule, so `from a import b` yields both `a` and `a.b`)."""
+    names: list[str] = []
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")[: None if is_package else -1]
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            names.append(target)
+            names.extend(f"{target}.{alias.name}" for alias in node.names)
+    return names
+
+
+def import_graph() -> dict[str, set[str]]:
+    """{module: modules of the product it imports}, each target the longest known module name."""
+    modules = product_modules()
+    known = set(modules) | set(EXTENSION_MODULES)
+    graph: dict[str, set[str]] = defaultdict(set)
+    for module, path in modules.items():
+        for name in imported_names(module, path):
+            parts = name.split(".")
+            while parts and ".".join(parts) not in known:
+                parts.pop()
+            target = ".".join(parts)
+            if target and target != module and not module.startswith(target + "."):
+                # A module importing its own parent package is Python's normal import of a
+                # submodule, not a dependency on the package's contents.
+                graph[module].add(target)
+    return graph
+
+
+def layer_of(module: str, table: dict[str, int]) -> int:
+    prefixes = [p for p in table if module == p or module.startswith(p + ".")]
+    if not prefixes:
+        raise AssertionError(f"{module} is in no layer of docs/architecture.md: add its package to the table")
+    return table[max(prefixes, key=len)]
+
+
+def package_of(module: str, table: dict[str, int]) -> str:
+    return max((p for p in table if module == p or module.startswith(p + ".")), key=len)
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one member (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    nodes = sorted(set(graph) | {t for targets in graph.values() for t in targets})
+    for start in nodes:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.get(start, ()))))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, targets = work[-1]
+            advanced = False
+            for target in targets:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph.get(target, ())))))
+                    advanced = True
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def upward_imports(graph, table) -> set[tuple[str, str]]:
+    return {(module, target) for module, targets in graph.items() for target in targets
+            if layer_of(target, table) > layer_of(module, table)}
+
+
+# Imports against the order that the code still has (importer, imported).
+KNOWN_VIOLATIONS: set[tuple[str, str]] = {
+    ('torch_neuronx.compiler.backend', 'torch_neuronx.estimate.graphs'),
+    ('torch_neuronx.compiler.backend', 'torch_neuronx.numerics'),
+    ('torch_neuronx.compiler.backend', 'torch_neuronx.plan'),
+    ('torch_neuronx.compiler.backend', 'torch_neuronx.plan.compiled'),
+    ('torch_neuronx.compiler.backend', 'torch_neuronx.plan.session'),
+    ('torch_neuronx.compiler.cache', 'torch_neuronx.numerics'),
+    ('torch_neuronx.distributed._dynamo_skip', 'torch_neuronx.integrations._post_import'),
+    ('torch_neuronx.distributed._registration', 'torch_neuronx.plan.distributed'),
+    ('torch_neuronx.distributed._registration', 'torch_neuronx.plan.distributed.switch'),
+    ('torch_neuronx.distributed.process_group', 'torch_neuronx.estimate.collectives'),
+    ('torch_neuronx.distributed.process_group', 'torch_neuronx.numerics'),
+    ('torch_neuronx.distributed.process_group', 'torch_neuronx.numerics.collectives'),
+    ('torch_neuronx.estimate.api', 'torch_neuronx.tools.api.registry'),
+    ('torch_neuronx.estimate.graphs', 'torch_neuronx.tools.api.registry'),
+    ('torch_neuronx.neuron', 'torch_neuronx.compiler'),
+    ('torch_neuronx.numerics.sweep', 'torch_neuronx.compat'),
+    ('torch_neuronx.numerics.sweep', 'torch_neuronx.compat.worker'),
+    ('torch_neuronx.runtime', 'torch_neuronx.tools.api.registry'),
+    ('torch_neuronx.runtime.exit_guard', 'torch_neuronx._C'),
+}
+KNOWN_FILE_CYCLES: list[list[str]] = [
+    ['nki.isa',
+     'nki.isa.dma',
+     'nki.isa.enums',
+     'nki.isa.gpsimd_engine',
+     'nki.isa.scalar_engine',
+     'nki.isa.tensor_engine',
+     'nki.isa.vector_engine',
+     'nki.language',
+     'nki.language.composites',
+     'nki.language.control',
+     'nki.language.creation',
+     'nki.language.math',
+     'nki.language.matmul',
+     'nki.language.movement',
+     'nki.language.reductions',
+     'nki.language.tensor',
+     'nki.language.tile_size',
+     'nki.simulator',
+     'nki.simulator.checks',
+     'nki.simulator.context',
+     'nki.simulator.cost',
+     'nki.simulator.engine_io',
+     'nki.simulator.memory',
+     'nki.simulator.report',
+     'nki.simulator.runner'],
+    ['torch_neuronx.distributed._flight_recorder',
+     'torch_neuronx.distributed._identity',
+     'torch_neuronx.distributed._monitored_barrier',
+     'torch_neuronx.distributed._registration',
+     'torch_neuronx.distributed.process_group',
+     'torch_neuronx.plan.distributed',
+     'torch_neuronx.plan.distributed.fake_group'],
+    ['torch_neuronx.plan.mode',
+     'torch_neuronx.plan.syncs'],
+    ['torch_neuronx.compiler',
+     'torch_neuronx.compiler.backend',
+     'torch_neuronx.compiler.host_program',
+     'torch_neuronx.compiler.registration',
+     'torch_neuronx.plan',
+     'torch_neuronx.plan.session'],
+    ['torch_neuronx.plan.distributed.launch',
+     'torch_neuronx.plan.run'],
+    ['torch_neuronx.plan.models.cli',
+     'torch_neuronx.plan.models.sweep'],
+]
+KNOWN_PACKAGE_CYCLES: list[list[str]] = [
+    ['torch_neuronx.runtime',
+     'torch_neuronx.tools'],
+    ['torch_neuronx.compat',
+     'torch_neuronx.compiler',
+     'torch_neuronx.distributed',
+     'torch_neuronx.numerics',
+     'torch_neuronx.plan'],
+]
+
+
+def test_layer_table_covers_every_module():
+    table = layer_table()
+    for module in product_modules():
+        layer_of(module, table)
+
+
+def test_no_new_upward_import():
+    table = layer_table()
+    upward = upward_imports(import_graph(), table)
+    new = sorted(upward - KNOWN_VIOLATIONS)
+    gone = sorted(KNOWN_VIOLATIONS - upward)
+    assert not new, ("imports against the layer order of docs/architecture.md (a lower layer must offer a "
+                     "hook that the higher one registers into):\n  "
+                     + "\n  ".join(f"{a} (layer {layer_of(a, table)}) imports {b} (layer {layer_of(b, table)})"
+                                   for a, b in new))
+    assert not gone, "no longer imported upward: remove from KNOWN_VIOLATIONS:\n  " + "\n  ".join(map(str, gone))
+
+
+def test_no_new_file_cycle():
+    found = cycles(import_graph())
+    new = [c for c in found if c not in KNOWN_FILE_CYCLES]
+    gone = [c for c in KNOWN_FILE_CYCLES if c not in found]
+    assert not new, "files that import each other in a cycle:\n  " + "\n  ".join(" <-> ".join(c) for c in new)
+    assert not gone, "cycle gone: remove from KNOWN_FILE_CYCLES:\n  " + "\n  ".join(map(str, gone))
+
+
+def test_no_new_package_cycle():
+    table = layer_table()
+    packages: dict[str, set[str]] = defaultdict(set)
+    for module, targets in import_graph().items():
+        for target in targets:
+            a, b = package_of(module, table), package_of(target, table)
+            if a != b:
+                packages[a].add(b)
+    found = cycles(packages)
+    new = [c for c in found if c not in KNOWN_PACKAGE_CYCLES]
+    gone = [c for c in KNOWN_PACKAGE_CYCLES if c not in found]
+    assert not new, "sub-packages that import each other in a cycle:\n  " + "\n  ".join(" <-> ".join(c) for c in new)
+    assert not gone, "cycle gone: remove from KNOWN_PACKAGE_CYCLES:\n  " + "\n  ".join(map(str, gone))
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("import torch_neuronx.plan.report\n", "upward"),
+    ("def f():\n    from torch_neuronx.tools import top\n", "upward"),
+])
+def test_an_upward_import_is_caught(tmp_path, source, expected):
+    """The checker itself: a runtime file importing a layer-5 module, lazily or not, is upward."""
+    table = layer_table()
+    fake = tmp_path / "probe.py"
+    fake.write_text(source)
+    names = imported_names("torch_neuronx.runtime.probe", fake)
+    known = set(product_modules())
+    targets = {n for n in names if n in known}
+    assert targets and all(layer_of(t, table) > layer_of("torch_neuronx.runtime.probe", table) for t in targets)
+
+
+def test_a_cycle_is_caught():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
