@@ -6,7 +6,7 @@ is disabled (TORCH_DEVICE_BACKEND_AUTOLOAD=0).
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: F401  (<torch major.minor>.<release>.<build>)
 
 
 def _autoload() -> None:
