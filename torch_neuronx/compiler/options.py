@@ -90,6 +90,23 @@ def rank() -> int:
 
 
 _warned_modes: set = set()
+_MODEL_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+_default_model_name = ["model"]
+
+
+def set_model_name(name: str) -> None:
+    """Name the artifacts of later compiles (TorchNeuron's `set_model_name`); options['model_name'] wins."""
+    if not isinstance(name, str) or not _MODEL_NAME.fullmatch(name):
+        raise NeuronCompileOptionError(f"set_model_name(name) takes a name of letters, digits, '_', '.', '-'; "
+                                       f"got {name!r}")
+    _default_model_name[0] = name
+
+
+def get_model_name() -> str:
+    return _default_model_name[0]
+
+
+get_rank = rank  # TorchNeuron's name: the rank that names artifact folders (proc_<rank>)
 
 
 @dataclass(frozen=True)
@@ -127,8 +144,8 @@ def resolve(mode: str | None = None, options: dict | None = None) -> CompileOpti
         if not isinstance(value, bool):
             raise NeuronCompileOptionError(f"options['fallback_execution'] must be a bool, got {value!r}")
         fallback = value
-    model_name = options.get("model_name", "model")
-    if not isinstance(model_name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", model_name):
+    model_name = options.get("model_name", _default_model_name[0])
+    if not isinstance(model_name, str) or not _MODEL_NAME.fullmatch(model_name):
         raise NeuronCompileOptionError(f"options['model_name'] must be a name of letters, digits, '_', '.', '-'; got {model_name!r}")
     return CompileOptions(
         fallback_execution=fallback,
