@@ -6,7 +6,6 @@ them between compiles. Errors name the variable and say what a valid value is.
 """
 from __future__ import annotations
 
-import getpass
 import os
 import re
 import tempfile
@@ -55,14 +54,6 @@ def env_int(name: str, default: int, minimum: int = 0) -> int:
     return int(raw)
 
 
-def _user() -> str:
-    try:
-        name = getpass.getuser()
-    except Exception:  # noqa: BLE001 - no passwd entry in some containers
-        name = f"uid{os.getuid()}"
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
-
-
 def default_cache_dir() -> str:
     """Per-user default: $XDG_CACHE_HOME/torch_neuronx/neff_cache (~/.cache/...), never a shared folder."""
     base = _get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -78,7 +69,9 @@ def cache_enabled() -> bool:
 
 
 def debug_dir() -> str:
-    return os.path.abspath(_get(DEBUG_DIR) or os.path.join(tempfile.gettempdir(), f"neuron_backend_{_user()}"))
+    # TorchNeuron's documented default: <tmp>/neuron_backend (artifacts are written only when
+    # TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS=1)
+    return os.path.abspath(_get(DEBUG_DIR) or os.path.join(tempfile.gettempdir(), "neuron_backend"))
 
 
 def rank() -> int:
