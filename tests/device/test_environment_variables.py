@@ -152,3 +152,14 @@ def test_debug_dir_default_is_torchneurons():
     if "TORCH_NEURONX_DEBUG_DIR" in os.environ:
         pytest.skip("TORCH_NEURONX_DEBUG_DIR is set in this environment")
     assert options.debug_dir() == os.path.join(tempfile.gettempdir(), "neuron_backend")
+
+
+def test_docs_list_every_variable_with_its_kind():
+    with open(os.path.join(REPO, "docs", "environment-variables.md")) as f:
+        doc = f.read()
+    sections = re.split(r"^## ", doc, flags=re.M)
+    titles = {variables.IMPLEMENTED: "Implemented", variables.NO_EFFECT: "Accepted, no effect here",
+              variables.INTERNAL: "Internal"}
+    for var in variables.VARIABLES:
+        section = next(s for s in sections if s.startswith(titles[var.kind]))
+        assert f"| `{var.name}` |" in section, var.name
