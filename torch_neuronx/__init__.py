@@ -6,7 +6,7 @@ is disabled (TORCH_DEVICE_BACKEND_AUTOLOAD=0).
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: F401  (<torch major.minor>.<release>.<build>)
 
 
 def _autoload() -> None:
@@ -47,9 +47,21 @@ def routed_ops() -> list[str]:
 
 
 def __getattr__(name: str):
-    # `torch_neuronx.estimate(...)` loads the cost model on first use (not at `import torch`)
-    if name == "estimate":
-        import importlib
+    import importlib
 
-        return importlib.import_module(".estimate", __name__)
-    raise AttributeError(f"module 'torch_neuronx' has no attribute {name!r}")
+    # `torch_neuronx.estimate(...)` loads the cost model on first use (not at `import torch`)
+    if name in ("estimate", "neuron_dynamo_backend"):
+        return importlib.import_module(f".{name}", __name__)
+    # TorchNeuron's torch_neuronx.memory_allocated(), synchronize(), NeuronConfig, ...: the objects
+    # themselves, from torch.neuron or their subpackage (_public_names.py)
+    # (import_module: `from . import` would come back here first)
+    value = importlib.import_module("._public_names", __name__).resolve(name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    import importlib
+
+    names = importlib.import_module("._public_names", __name__).names()
+    return sorted(set(globals()) | set(names) | {"estimate", "neuron_dynamo_backend"})

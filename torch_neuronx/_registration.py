@@ -64,6 +64,9 @@ def _register_device() -> None:
     from .neuron import sharing
 
     sharing.install()  # neuron tensors through torch.multiprocessing arrive as copies
+    from .compiler.default_backend import install as _route_default_compile
+
+    _route_default_compile()  # torch.compile(f) with no backend= on neuron inputs: backend "neuron"
     from .distributed import register_backend as _register_c10d_backend
 
     _register_c10d_backend()  # c10d backend "neuron"; the process group loads lazily

@@ -65,8 +65,9 @@ def test_cpu_alike_list_is_pinned_to_this_torch():
 
 def test_plain_inductor_compile_first_registers_neuron():
     """A `torch.compile` with the default backend before any backend="neuron" compile (TorchTitan's
-    compiled `create_block_mask`): Inductor asks torch.neuron for its codegen, which registers neuron
-    in full, the version pass included, and the result equals eager."""
+    compiled `create_block_mask`) with the neuron backend's routing of it switched off
+    (TORCH_NEURONX_DEFAULT_COMPILE_BACKEND=0): Inductor asks torch.neuron for its codegen, which registers
+    neuron in full, the version pass included, and the result equals eager."""
     result = run_python("""
         import torch
         from torch._inductor.codegen.common import custom_backend_passes
@@ -75,6 +76,8 @@ def test_plain_inductor_compile_first_registers_neuron():
         assert y.device.type == "neuron" and torch.equal(y.cpu(), (x.cpu().sin() * 2).sum(-1)), y
         from torch_neuronx.compiler.registration import is_registered
         print("REGISTERED", is_registered(), type(custom_backend_passes["neuron"]).__name__)
-    """)
+        print("NEURON GRAPHS", __import__("torch_neuronx").get_dynamo_metrics()["graphs_compiled"])
+    """, env={"TORCH_NEURONX_DEFAULT_COMPILE_BACKEND": "0"})
     assert result.returncode == 0, result.stderr[-3000:]
     assert "REGISTERED True NeuronVersionPass" in result.stdout, result.stdout
+    assert "NEURON GRAPHS 0" in result.stdout, result.stdout

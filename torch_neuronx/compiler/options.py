@@ -6,7 +6,6 @@ them between compiles. Errors name the variable and say what a valid value is.
 """
 from __future__ import annotations
 
-import getpass
 import os
 import re
 import tempfile
@@ -55,14 +54,6 @@ def env_int(name: str, default: int, minimum: int = 0) -> int:
     return int(raw)
 
 
-def _user() -> str:
-    try:
-        name = getpass.getuser()
-    except Exception:  # noqa: BLE001 - no passwd entry in some containers
-        name = f"uid{os.getuid()}"
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
-
-
 def default_cache_dir() -> str:
     """Per-user default: $XDG_CACHE_HOME/torch_neuronx/neff_cache (~/.cache/...), never a shared folder."""
     base = _get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -78,7 +69,9 @@ def cache_enabled() -> bool:
 
 
 def debug_dir() -> str:
-    return os.path.abspath(_get(DEBUG_DIR) or os.path.join(tempfile.gettempdir(), f"neuron_backend_{_user()}"))
+    # TorchNeuron's documented default: <tmp>/neuron_backend (artifacts are written only when
+    # TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS=1)
+    return os.path.abspath(_get(DEBUG_DIR) or os.path.join(tempfile.gettempdir(), "neuron_backend"))
 
 
 def rank() -> int:
@@ -90,6 +83,23 @@ def rank() -> int:
 
 
 _warned_modes: set = set()
+_MODEL_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+_default_model_name = ["model"]
+
+
+def set_model_name(name: str) -> None:
+    """Name the artifacts of later compiles (TorchNeuron's `set_model_name`); options['model_name'] wins."""
+    if not isinstance(name, str) or not _MODEL_NAME.fullmatch(name):
+        raise NeuronCompileOptionError(f"set_model_name(name) takes a name of letters, digits, '_', '.', '-'; "
+                                       f"got {name!r}")
+    _default_model_name[0] = name
+
+
+def get_model_name() -> str:
+    return _default_model_name[0]
+
+
+get_rank = rank  # TorchNeuron's name: the rank that names artifact folders (proc_<rank>)
 
 
 @dataclass(frozen=True)
@@ -127,8 +137,8 @@ def resolve(mode: str | None = None, options: dict | None = None) -> CompileOpti
         if not isinstance(value, bool):
             raise NeuronCompileOptionError(f"options['fallback_execution'] must be a bool, got {value!r}")
         fallback = value
-    model_name = options.get("model_name", "model")
-    if not isinstance(model_name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", model_name):
+    model_name = options.get("model_name", _default_model_name[0])
+    if not isinstance(model_name, str) or not _MODEL_NAME.fullmatch(model_name):
         raise NeuronCompileOptionError(f"options['model_name'] must be a name of letters, digits, '_', '.', '-'; got {model_name!r}")
     return CompileOptions(
         fallback_execution=fallback,

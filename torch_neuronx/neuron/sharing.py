@@ -5,12 +5,15 @@ by an IPC handle; neither exists for neuron memory, so torch's reducer fails
 with "_share_fd_: only available on CPU", and on a queue it fails in the
 feeder thread, leaving the receiving process waiting forever.
 
-A neuron tensor is therefore sent as a copy: its bytes travel in the pickle,
-and the receiver puts them back on the same neuron core. The receiver
-gets the same values, dtype, shape, strides' layout (contiguous), device and
-requires_grad; it does not share memory with the sender (writes in one process
-are not seen by the other, unlike CUDA IPC). Non-leaf tensors that require
-grad are refused as torch refuses them.
+A neuron tensor is therefore sent as a copy: the bytes of the span of its
+storage that the view reaches travel in the pickle, with its shape and strides,
+and the receiver puts them back on the same neuron core as a view of the same
+layout. The receiver gets the same values, dtype, shape, strides (a transposed
+or sliced view stays one; its storage offset becomes 0, since only the span is
+sent), device and requires_grad; it does not share memory with the sender
+(writes in one process are not seen by the other, unlike CUDA IPC). A received
+tensor is an ordinary neuron tensor, so it can be sent on again. Non-leaf
+tensors that require grad are refused as torch refuses them.
 """
 from __future__ import annotations
 
@@ -20,19 +23,37 @@ from torch.multiprocessing import reductions
 _NEURON = "neuron"
 
 
+def _span(shape, stride) -> int:
+    """Elements of storage a view reaches from its offset (strides are never negative in torch)."""
+    if any(n == 0 for n in shape):
+        return 0
+    return 1 + sum((n - 1) * s for n, s in zip(shape, stride))
+
+
 def _bytes_of(t: torch.Tensor) -> bytes:
-    return t.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+    """The bytes of the storage span the view reaches, from its first element."""
+    t = t.detach()
+    span = _span(t.shape, t.stride())
+    if span == 0:
+        return b""
+    flat = t.as_strided((span,), (1,), t.storage_offset())  # a 1-D view of the span, still on neuron
+    return flat.to("cpu").view(torch.uint8).numpy().tobytes()
 
 
-def _from_bytes(data: bytes, dtype: torch.dtype, shape, index: int) -> torch.Tensor:
+def _from_bytes(data: bytes, dtype: torch.dtype, shape, index: int, stride=None) -> torch.Tensor:
+    device = torch.device(_NEURON, index)
+    if stride is None:
+        stride = torch.empty(shape, device="meta").stride()  # contiguous (storages, older pickles)
     if not data:
-        return torch.empty(shape, dtype=dtype, device=torch.device(_NEURON, index))
-    host = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype).reshape(shape)
-    return host.to(torch.device(_NEURON, index))
+        return torch.empty_strided(shape, stride, dtype=dtype, device=device)
+    span = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype).to(device)
+    # set_ (not as_strided): a tensor of its own over the span, not a view, so it can be a leaf
+    return torch.empty(0, dtype=dtype, device=device).set_(span.untyped_storage(), 0, shape, stride)
 
 
-def rebuild_neuron_tensor(cls, data: bytes, dtype, shape, index: int, requires_grad: bool) -> torch.Tensor:
-    t = _from_bytes(data, dtype, shape, index)
+def rebuild_neuron_tensor(cls, data: bytes, dtype, shape, index: int, requires_grad: bool,
+                          stride=None) -> torch.Tensor:
+    t = _from_bytes(data, dtype, shape, index, stride)
     if cls is torch.nn.Parameter:
         return torch.nn.Parameter(t, requires_grad=requires_grad)
     return t.requires_grad_(requires_grad)
@@ -51,7 +72,7 @@ def reduce_tensor(tensor: torch.Tensor):
     # The bytes travel in the pickle: a temporary shared CPU copy would close its file
     # descriptor before a spawned child could open it.
     return rebuild_neuron_tensor, (cls, _bytes_of(tensor), tensor.dtype, tuple(tensor.shape),
-                                   tensor.device.index, tensor.requires_grad)
+                                   tensor.device.index, tensor.requires_grad, tuple(tensor.stride()))
 
 
 def reduce_storage(storage):

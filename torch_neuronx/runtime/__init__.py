@@ -6,7 +6,9 @@ core and raised, naming the variable, on the first use of the device.
 """
 from __future__ import annotations
 
-from . import env
+import logging
+
+from . import env, log, variables
 from .catalogue import INSTANCE_TYPES, Chip, InstanceType
 from .topology import LogicalCore, Topology, default_device, discover
 
@@ -17,8 +19,11 @@ _error: str | None = None
 def start(core) -> None:
     global _topology, _error
     try:
+        log.configure()  # NEURON_RT_LOG_LEVEL / _LOCATION first: the lines below go to that log
+        variables.check()  # once: notices for no-effect variables, warnings for unknown names
         _topology = discover()
         _error = None
+        _say_started(_topology)
         env.parse_flag(env.LAUNCH_BLOCKING)  # validated; execution is synchronous already
         cache_limit = env.parse_cache_limit(env.ALLOCATOR_CACHE_LIMIT)
         no_caching = env.parse_flag(env.NO_MEMORY_CACHING)
@@ -34,6 +39,14 @@ def start(core) -> None:
     except env.NeuronEnvironmentError as err:
         _topology, _error = None, str(err)
         core._configure([], 0, str(err))
+
+
+def _say_started(t: Topology) -> None:
+    logger = logging.getLogger(log.RUNTIME_LOGGER)
+    if logger.isEnabledFor(logging.INFO):
+        logger.info("virtual NeuronCore runtime: %s (%s), LNC=%d, %d of %d logical cores visible, %.0f GiB HBM "
+                    "per core", t.instance.name, t.chip.name, t.lnc, t.device_count, t.total_logical_cores,
+                    t.cores[0].hbm_bytes / 2**30 if t.cores else 0)
 
 
 def topology() -> Topology:

@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 
+from .._version import __version__
 from ..runtime.env import NeuronEnvironmentError
 from .api.devices import InstanceView, instance_view
 from .api.registry import ProcessEntry, list_processes
@@ -111,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-a", "--show-all-procs", action="store_true", help="show every process using each device")
     p.add_argument("-t", "--topology", action="store_true", help="draw the chip-to-chip topology")
     p.add_argument("-j", "--json-output", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--version", action="version", version=f"neuron-ls (torch-neuronx {__version__}, virtual runtime)")
     return p
 
 
