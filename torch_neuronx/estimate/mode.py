@@ -10,7 +10,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from . import formulas
+from . import fallbacks, formulas
 from .ops import op_estimate
 
 _NEURON = "privateuseone"
@@ -55,6 +55,7 @@ class EstimateMode(TorchDispatchMode):
             return out
         try:
             e = op_estimate(func, args, kwargs, out, hardware=est.hardware)
+            e = fallbacks.charge(func, args, kwargs, out, e, est.hardware)  # CPU_FALLBACK ops: host cost
         except Exception as err:  # noqa: BLE001 - estimation must never break the program
             formulas.warn_unmodelled(f"{formulas.op_name(func)} ({type(err).__name__}: {err})")
             est.unmodelled.add(formulas.op_name(func))

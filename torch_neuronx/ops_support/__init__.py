@@ -81,9 +81,19 @@ def base_name(name: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
+def _core_decomposed() -> frozenset[str]:
+    """Base names ("aten::addcmul_") of the ops PyTorch decomposes into Core ATen."""
+    from torch._decomp import core_aten_decompositions
+
+    return frozenset(base_name(op.name()) for op in core_aten_decompositions() if hasattr(op, "name"))
+
+
+@functools.lru_cache(maxsize=None)
 def is_core_aten(name: str) -> bool:
-    """Whether `name` is in PyTorch's Core ATen opset, or is an in-place / out= variant of an op that is."""
-    namespace, _, base = base_name(name).partition("::")
+    """Whether `name` reaches the device as Core ATen: an op of PyTorch's Core ATen opset, an in-place
+    or out= variant of one, or an op PyTorch decomposes into Core ATen (core_aten_decompositions)."""
+    qualified = base_name(name)
+    namespace, _, base = qualified.partition("::")
     if namespace != "aten":
         return False
     for packet_name in dict.fromkeys((base, base.rstrip("_"))):
@@ -94,7 +104,8 @@ def is_core_aten(name: str) -> bool:
             op = getattr(packet, overload, None)
             if op is not None and torch.Tag.core in op.tags:
                 return True
-    return False
+    decomposed = _core_decomposed()
+    return qualified in decomposed or qualified.rstrip("_") in decomposed
 
 
 def _op_row(name: str) -> Row:
