@@ -15,8 +15,6 @@ idles meanwhile: the next op is enqueued only when the host has the result.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 import torch
 
 from .. import ops_support
@@ -47,14 +45,15 @@ def fallback_seconds(d2h: int, h2d: int, hw: Hardware) -> tuple[float, float]:
     return link_s, host_s
 
 
-def charge(func, args, kwargs, out, device: OpEstimate, hw: Hardware) -> OpEstimate:
-    """`device` (the op's device estimate) unchanged, or, for a CPU_FALLBACK op, its fallback cost."""
-    if device.bound == "none":       # metadata only (views): no data to copy, nothing runs
-        return device
+def charge(func, args, kwargs, out, hw: Hardware) -> OpEstimate | None:
+    """The fallback cost of one call of a CPU_FALLBACK op; None for any other op (it runs on the device)."""
+    if formulas.is_view(func) or func.namespace in formulas.NO_DEVICE_NAMESPACES:
+        return None                  # metadata only, or not device work: nothing to copy
     row = ops_support.classify_call(func, args, kwargs, out)
     if row.status != ops_support.CPU_FALLBACK:
-        return device
+        return None
     d2h, h2d = link_bytes(args, kwargs, out)
     link_s, host_s = fallback_seconds(d2h, h2d, hw)
-    return replace(device, seconds=link_s + host_s, bound="host", category=CATEGORY, flops=0,
-                   bytes=d2h + h2d, engine="host", compute_s=host_s, memory_s=link_s, launch_s=0.0)
+    return OpEstimate(formulas.op_name(func), link_s + host_s, "host", CATEGORY, 0, d2h + h2d, "host",
+                      compute_s=host_s, memory_s=link_s, launch_s=0.0,
+                      dtype=",".join(ops_support.dtype_names(args, kwargs, out)))
