@@ -82,16 +82,18 @@ def base_name(name: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _core_decomposed() -> frozenset[str]:
-    """Base names ("aten::addcmul_") of the ops PyTorch decomposes into Core ATen."""
-    from torch._decomp import core_aten_decompositions
+    """Base names ("aten::addcmul_") of the ops PyTorch's decompositions rewrite into other ATen ops:
+    the Core ATen decomposition set and the global table (torch._decomp, filled when it is imported)."""
+    from torch._decomp import core_aten_decompositions, decomposition_table
 
-    return frozenset(base_name(op.name()) for op in core_aten_decompositions() if hasattr(op, "name"))
+    ops = list(core_aten_decompositions()) + list(decomposition_table)
+    return frozenset(base_name(op.name()) for op in ops if hasattr(op, "name"))
 
 
 @functools.lru_cache(maxsize=None)
 def is_core_aten(name: str) -> bool:
     """Whether `name` reaches the device as Core ATen: an op of PyTorch's Core ATen opset, an in-place
-    or out= variant of one, or an op PyTorch decomposes into Core ATen (core_aten_decompositions)."""
+    or out= variant of one, or an op PyTorch's decompositions rewrite into other ATen ops."""
     qualified = base_name(name)
     namespace, _, base = qualified.partition("::")
     if namespace != "aten":

@@ -70,7 +70,7 @@ def render() -> str:
         "",
         "| applies to | dtypes | status | source | confidence | note | what to do |",
         "|---|---|---|---|---|---|---|",
-        _row_line("Core ATen op, its in-place / out= variant, or an op decomposed into Core ATen", "any", DEFAULTS["core"]),
+        _row_line("Core ATen op, its in-place / out= variant, or an op PyTorch decomposes", "any", DEFAULTS["core"]),
         _row_line("any other `aten::` op", "any", DEFAULTS["other"]),
         _row_line("an op of another namespace", "any", DEFAULTS["other_namespace"]),
         "",
