@@ -68,7 +68,9 @@ def _load() -> tuple[dict, str, list[Row], dict[str, Row]]:
 SOURCES, RELEASE, ROWS, DEFAULTS = _load()
 PAGE_URL = SOURCES["supported-operators"]
 for _row in ROWS + list(DEFAULTS.values()):   # a malformed table fails at import, not at an op
-    assert _row.status in STATUSES and (_row.source in SOURCES or _row.source == "assumed"), _row
+    if _row.status not in STATUSES or not (_row.source in SOURCES or _row.source == "assumed"):
+        raise ValueError(f"{_TABLE}: row {_row.ops} has status {_row.status!r} (use one of {STATUSES}) "
+                         f"or source {_row.source!r} (use a key of 'sources' or 'assumed')")
 
 
 def base_name(name: str) -> str:
@@ -141,15 +143,20 @@ def status(name: str, dtypes=()) -> str:
     return classify(name, tuple(sorted(set(dtypes)))).status
 
 
+@functools.lru_cache(maxsize=None)
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")   # str(dtype) is slow: once per dtype
+
+
 def dtype_names(*values) -> tuple[str, ...]:
     """Sorted dtype names of the tensors (and torch.dtype values) in `values`, nested lists included."""
-    found: set[str] = set()
+    found: set = set()
 
     def visit(v) -> None:
         if isinstance(v, torch.Tensor):
-            found.add(str(v.dtype).replace("torch.", ""))
+            found.add(v.dtype)
         elif isinstance(v, torch.dtype):
-            found.add(str(v).replace("torch.", ""))
+            found.add(v)
         elif isinstance(v, (list, tuple)):
             for x in v:
                 visit(x)
@@ -159,7 +166,7 @@ def dtype_names(*values) -> tuple[str, ...]:
 
     for v in values:
         visit(v)
-    return tuple(sorted(found))
+    return tuple(sorted(_dtype_name(d) for d in found))
 
 
 def classify_call(func, args, kwargs, out=None) -> Row:
