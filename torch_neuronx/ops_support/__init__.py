@@ -2,10 +2,11 @@
 the host CPU, its result copied back), N (not supported), per ATen op and dtype.
 
 TorchNeuron's supported-operators page (table.json "sources") defines these three values; its
-per-op detail lives in the torch-neuronx repository's compatibility table, which could not be
-read for this package. So table.json holds what the public pages state, each row with its
-source and a confidence, and two *assumed* defaults for every other op: a Core ATen op runs on
-the device, any other ATen op falls back to the CPU. Rows marked "assumed" say what they assume.
+per-op detail lives in the torch-neuronx repository's compatibility table, which this package does
+not reproduce. table.json holds what TorchNeuron's documentation pages state, each row with its
+source and a confidence, and *assumed* defaults for every other op: an op of Core ATen (or one
+PyTorch decomposes) runs on the device, any other ATen op falls back to the CPU. Rows marked
+"assumed" say what they assume.
 
 Users: `get_fallback_ops()` (tools/op_tracking.py), the estimate's fallback charge
 (estimate/fallbacks.py), the planner's per-call-site list (plan/fallbacks.py) and the strict mode
