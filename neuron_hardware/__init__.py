@@ -3,7 +3,7 @@
 Pure Python with no dependencies, so that every user reads the same table:
 - the virtual runtime (`torch_neuronx/runtime/catalogue.py`: cores per chip, HBM, LNC);
 - the NKI simulator (`nki/targets.py`: SBUF/PSUM capacities, engine clocks, DMA queues);
-- the cost model (`torch_neuronx/estimate/hardware.py`: peaks, bandwidths, links).
+- the cost model (`torch_neuronx/estimate/hardware.py`: peaks, bandwidths, links; host_link.py: PCIe).
 
 Every figure names its entry in `shared/design/trainium-facts.md` (section C unless stated) or
 `shared/design/nki-notes.md` next to it. Figures are per chip or per *physical* NeuronCore;
@@ -14,6 +14,7 @@ Nothing here is an assumption: assumptions of the cost model live in
 from __future__ import annotations
 
 from .chips import CHIPS, ChipSpec, chip
+from .host_link import pcie_bytes_per_s
 from .instances import DEFAULT_INSTANCE_TYPE, INSTANCES, InstanceSpec, instance
 
-__all__ = ["CHIPS", "ChipSpec", "DEFAULT_INSTANCE_TYPE", "INSTANCES", "InstanceSpec", "chip", "instance"]
+__all__ = ["CHIPS", "ChipSpec", "DEFAULT_INSTANCE_TYPE", "INSTANCES", "InstanceSpec", "chip", "instance", "pcie_bytes_per_s"]

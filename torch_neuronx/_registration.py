@@ -76,6 +76,10 @@ def _register_device() -> None:
     from .numerics import install as _install_numerics
 
     _install_numerics()  # TORCH_NEURONX_NUMERICS: host installs nothing; check/trainium a dispatch mode
+    if os.environ.get("TORCH_NEURONX_STRICT_OPS"):  # imports the strict op check only when asked for
+        from .ops_support.strict import install as _install_strict_ops
+
+        _install_strict_ops()  # raise at an op TorchNeuron does not support (docs/op-support.md)
     if os.environ.get("TORCH_NEURONX_DRY_RUN"):  # imports the planner only when asked for
         from .plan import install as _install_dry_run
 

@@ -123,12 +123,18 @@ def _dry_run_active() -> bool:
     return session is not None and session.active() is not None
 
 
+def _strict_ops_active() -> bool:
+    """TORCH_NEURONX_STRICT_OPS: graphs then run op by op, so the strict check sees their ops."""
+    strict = sys.modules.get("torch_neuronx.ops_support.strict")   # loaded only when the variable is set
+    return strict is not None and strict.active()
+
+
 def _compile_static(gm, example_inputs, opts, fn: str, graph_name: str):
     """Compile one static graph through the caches; returns a callable."""
     from .. import numerics
 
     dry = _dry_run_active()
-    if numerics.mode() != "host":
+    if numerics.mode() != "host" or _strict_ops_active():
         fields = opts.key_fields() + (("dry_run",) if dry else ())
         key = cache.graph_key(gm, example_inputs, fields) if opts.cache else None
         hit = cache.memory_get(key)

@@ -15,6 +15,8 @@ import json
 import os
 from dataclasses import dataclass, fields, replace
 
+import neuron_hardware
+
 from ..runtime import env
 
 
@@ -57,6 +59,15 @@ class Assumptions:
     # the host waits for the queue to drain, so the next launch's synchronous host overhead is no
     # longer hidden by asynchronous enqueue: vLLM-Neuron's 437 us per NEFF execution (facts C4).
     host_sync_s: float = 437e-6
+    # A CPU fallback op (docs/op-support.md) copies its inputs device-to-host and its results
+    # host-to-device over the host link: PCIe (neuron_hardware/host_link.py), of a generation and
+    # width Neuron does not publish. We assume PCIe 5.0 x16 per chip, 63.0 GB/s each way.
+    host_link_bytes_per_s: float = neuron_hardware.pcie_bytes_per_s(5, 16)
+    # Host CPU time of a fallback op: a fixed part (the CPU op's dispatch and the allocation of its
+    # host copies; no Neuron figure, PyTorch CPU ops spend ~5-20 us in the framework) plus its bytes
+    # read and written at the rate one CPU op streams host memory (no published figure: 20 GB/s).
+    cpu_fallback_op_s: float = 20e-6
+    host_memory_bytes_per_s: float = 20e9
 
 
 DEFAULTS = Assumptions()
@@ -79,6 +90,8 @@ def merge(base: Assumptions, values: dict, source: str) -> Assumptions:
             raise _bad(source, f"{name}={raw!r} is not a number") from None
         if not (value >= 0 and value != float("inf")):
             raise _bad(source, f"{name}={raw!r} must be a finite number >= 0")
+        if name.endswith("_bytes_per_s") and value == 0:
+            raise _bad(source, f"{name}={raw!r} is a bandwidth: use a value > 0")
         if name.endswith("_efficiency") and not (0 < value <= 1):
             raise _bad(source, f"{name}={raw!r} is an efficiency: use a value in (0, 1]")
         changes[name] = value

@@ -10,7 +10,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from . import formulas
+from . import fallbacks, formulas
 from .ops import op_estimate
 
 _NEURON = "privateuseone"
@@ -54,7 +54,9 @@ class EstimateMode(TorchDispatchMode):
         if device is None:
             return out
         try:
-            e = op_estimate(func, args, kwargs, out, hardware=est.hardware)
+            e = fallbacks.charge(func, args, kwargs, out, est.hardware)  # a CPU_FALLBACK op: host cost
+            if e is None:
+                e = op_estimate(func, args, kwargs, out, hardware=est.hardware)
         except Exception as err:  # noqa: BLE001 - estimation must never break the program
             formulas.warn_unmodelled(f"{formulas.op_name(func)} ({type(err).__name__}: {err})")
             est.unmodelled.add(formulas.op_name(func))

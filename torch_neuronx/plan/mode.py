@@ -128,6 +128,7 @@ class DryRunMode(TorchDispatchMode):
                 torch.ops._c10d_functional.all_reduce_(out, *args[1:], **kwargs)
                 return out
             return self._real(func, args, kwargs)
+        self.session.fallbacks.record(func, args, kwargs)   # ops TorchNeuron runs on the host CPU
         large = any(_storage_bytes(t) >= self.large for t in tensors)
         host_read = self._host_read(func, args, kwargs, neuron)
         if host_read:

@@ -4,13 +4,14 @@ from __future__ import annotations
 import json
 
 from ..compiler.metrics import counts_since   # cheap: imports no dynamo
+from .fallbacks import markdown_lines as fallback_lines
 
 SCHEMA_VERSION = 1
 
 
 def _time_breakdown(est) -> dict:
     """Seconds by what bounds them; collectives by kind with their bytes."""
-    out = {"compute_s": 0.0, "memory_s": 0.0, "launch_s": 0.0, "collectives": {}}
+    out = {"compute_s": 0.0, "memory_s": 0.0, "launch_s": 0.0, "cpu_fallback_s": 0.0, "collectives": {}}
     for e in est.events:
         out["launch_s"] += e.launch_s
         if e.kind == "collective":
@@ -19,6 +20,8 @@ def _time_breakdown(est) -> dict:
             row["count"] += 1
             row["seconds"] += e.seconds - e.launch_s
             row["bytes"] += e.bytes
+        elif e.bound == "host":      # a CPU fallback: host-link copies and host time (estimate/fallbacks.py)
+            out["cpu_fallback_s"] += e.seconds
         elif e.bound == "compute":
             out["compute_s"] += e.seconds - e.launch_s
         else:
@@ -54,6 +57,7 @@ def build(run) -> dict:
         "cores": cores,
         "host_syncs": run.syncs.as_list(),
         "host_sync_count": n_syncs,
+        "cpu_fallbacks": run.fallbacks.as_list(),   # ops TorchNeuron runs on the host CPU, per site
         "estimated_total_s": total,
         "optimizer_steps": steps,
         "generate_calls": list(run.generation.calls),   # per generate(): TTFT, TPOT (plan/generation.py)
@@ -172,6 +176,7 @@ def markdown(r: dict) -> str:
     if r["host_syncs"]:
         lines += ["| site | kind | count |", "|---|---|---|"]
         lines += [f"| `{s['site']}` | {s['kind']} | {s['count']} |" for s in r["host_syncs"][:20]]
+    lines += fallback_lines(r)
     if r["unmodelled_ops"]:
         lines += ["", "Ops without a cost model (counted as Vector-engine ops): " + ", ".join(r["unmodelled_ops"])]
     lines += ["", f"{r['ops']} neuron ops; planned in {r['planning_wall_s']:.1f} s"

@@ -11,6 +11,7 @@ import time
 import torch
 
 from . import syncs as syncs_mod
+from .fallbacks import FallbackSites
 from .generation import GenerateCalls
 from .memory import Memory
 
@@ -29,6 +30,7 @@ class DryRun:
         self.estimate = estimate(instance, lnc, assumptions=assumptions)
         self.memory = Memory()
         self.syncs = syncs_mod.HostSyncs()
+        self.fallbacks = FallbackSites()   # CPU_FALLBACK / N ops per call site (plan/fallbacks.py)
         self.ops: dict[str, int] = {}
         self.optimizer_steps = 0
         self.generation = GenerateCalls(self.estimate, self.syncs)

@@ -21,6 +21,8 @@ ALLOCATOR_CACHE_LIMIT = "TORCH_NEURONX_ALLOCATOR_CACHE_LIMIT"
 NO_MEMORY_CACHING = "TORCH_NEURONX_NO_MEMORY_CACHING"
 # Folder of the per-process stats pages the Neuron tools read.
 RUNTIME_DIR = "TORCH_NEURONX_RUNTIME_DIR"
+# 1: an op TorchNeuron does not support (docs/op-support.md, status N) raises; fallback: CPU_FALLBACK too.
+STRICT_OPS = "TORCH_NEURONX_STRICT_OPS"
 
 
 class NeuronEnvironmentError(RuntimeError):
