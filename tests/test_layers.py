@@ -159,13 +159,9 @@ KNOWN_VIOLATIONS: set[tuple[str, str]] = {
     ('torch_neuronx.distributed.process_group', 'torch_neuronx.estimate.collectives'),
     ('torch_neuronx.distributed.process_group', 'torch_neuronx.numerics'),
     ('torch_neuronx.distributed.process_group', 'torch_neuronx.numerics.collectives'),
-    ('torch_neuronx.estimate.api', 'torch_neuronx.tools.api.registry'),
-    ('torch_neuronx.estimate.graphs', 'torch_neuronx.tools.api.registry'),
     ('torch_neuronx.neuron', 'torch_neuronx.compiler'),
     ('torch_neuronx.numerics.sweep', 'torch_neuronx.compat'),
     ('torch_neuronx.numerics.sweep', 'torch_neuronx.compat.worker'),
-    ('torch_neuronx.runtime', 'torch_neuronx.tools.api.registry'),
-    ('torch_neuronx.runtime.exit_guard', 'torch_neuronx._C'),
 }
 KNOWN_FILE_CYCLES: list[list[str]] = [
     ['nki.isa',
@@ -214,8 +210,6 @@ KNOWN_FILE_CYCLES: list[list[str]] = [
      'torch_neuronx.plan.models.sweep'],
 ]
 KNOWN_PACKAGE_CYCLES: list[list[str]] = [
-    ['torch_neuronx.runtime',
-     'torch_neuronx.tools'],
     ['torch_neuronx.compat',
      'torch_neuronx.compiler',
      'torch_neuronx.distributed',

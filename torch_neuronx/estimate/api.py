@@ -12,7 +12,7 @@ def _publish_flops(device: int, flops) -> None:
     """Estimated FLOPs executed, added to this process's stats page: neuron-top's
     TFLOPS figures (`F`) and neuron-monitor's "flops" come from it."""
     if flops:
-        from ..tools.api.registry import add
+        from ..runtime.stats_page import add
 
         add(device, "estimated_flops", int(flops))
 

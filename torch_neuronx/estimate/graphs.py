@@ -216,10 +216,10 @@ def observe(gm, compiled, name: str):
     """
     cache: dict = {}
     from .. import _C
-    from ..tools.api.registry import FIELD_INDEX  # the stats page neuron-top reads
+    from ..runtime.stats_page import FIELD_INDEX  # the stats page neuron-top reads
 
     # Bound once: the per-call cost of a compiled decode step is a few microseconds
-    # of Python (registry.add re-imports _C and looks the field up on every call).
+    # of Python (stats_page.add re-imports _C and looks the field up on every call).
     stats_add, graphs_field = _C._stats_add, FIELD_INDEX["graphs"]
     # The core is found once, at the first call: Dynamo guards every tensor input's device, so
     # each call of this graph has the same devices, and `_device` (`a.device.type` builds a

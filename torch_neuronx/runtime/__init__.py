@@ -33,7 +33,7 @@ def start(core) -> None:
             core._set_allocator_cache_limit(cache_limit)
         if no_caching:
             core._set_allocator_no_caching(True)
-        from ..tools.api.registry import publish_process
+        from .stats_page import publish_process
 
         publish_process(core, _topology)
     except env.NeuronEnvironmentError as err:

@@ -1,7 +1,6 @@
 """Data API of the Neuron tools (no terminal code here).
 
-Names load on first use: the runtime imports `registry` at `import torch`, and
-must not pay for the rest.
+Names load on first use: the tools import what they show, nothing more.
 """
 from __future__ import annotations
 
