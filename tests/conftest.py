@@ -16,7 +16,10 @@ from tests.scheduling import pytest_collection_modifyitems, pytest_xdist_make_sc
 
 
 def pytest_configure(config):
-    """A missing test dependency fails the run (exit 4) instead of skipping what needs it."""
+    """A missing test dependency fails the run (exit 4) instead of skipping what needs it.
+    Checked once, in the controlling process (xdist workers inherit its environment)."""
+    if hasattr(config, "workerinput"):
+        return
     missing = missing_test_dependencies()
     if missing:
         raise pytest.UsageError("missing test dependencies (pip install -e '.[test]'):\n  "

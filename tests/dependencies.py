@@ -6,8 +6,8 @@ missing one used to turn most of the suite into silent skips (`importorskip("exp
 """
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
-import importlib.util
 import tomllib
 from pathlib import Path
 
@@ -60,10 +60,11 @@ def missing_test_dependencies(pyproject: Path = PYPROJECT) -> list[str]:
             problems.append(f"{req} (found {version})")
             continue
         for module in sorted(modules.get(canonicalize_name(req.name), [])):
+            # Imported for real: a package whose files are there but whose import fails (a broken
+            # dependency of its own, a wrong binary) would otherwise fail tests one by one.
             try:
-                importable = importlib.util.find_spec(module) is not None
-            except (ImportError, ValueError):
-                importable = False
-            if not importable:
-                problems.append(f"{req} (installed as {version}, but `import {module}` fails)")
+                importlib.import_module(module)
+            except Exception as err:  # noqa: BLE001 - any failure to import is the finding
+                problems.append(f"{req} (installed as {version}, but `import {module}` fails: "
+                                f"{type(err).__name__}: {err})")
     return problems

@@ -40,3 +40,26 @@ def test_hidden_expecttest_fails_collection_instead_of_skipping(tmp_path):
                       env={"PYTHONPATH": f"{tmp_path}:{root}"}, cwd=root)
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "expecttest" in proc.stdout + proc.stderr and "missing test dependencies" in proc.stdout + proc.stderr
+
+
+def test_a_dependency_that_is_installed_but_fails_to_import_is_named(tmp_path):
+    """Found on disk is not enough: the check imports each dependency's modules."""
+    site = tmp_path / "site"
+    (site / "brokenneuronpkg").mkdir(parents=True)
+    (site / "brokenneuronpkg" / "__init__.py").write_text("raise ImportError('needs libfoo.so')\n")
+    dist = site / "brokenneuronpkg-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: brokenneuronpkg\nVersion: 1.0\n")
+    (dist / "top_level.txt").write_text("brokenneuronpkg\n")
+    (tmp_path / "pyproject.toml").write_text(textwrap.dedent("""
+        [project]
+        name = "torch-neuronx"
+        [project.optional-dependencies]
+        test = ["brokenneuronpkg"]
+    """))
+    root = str(PYPROJECT.parent)
+    proc = run_python(f"from tests.dependencies import missing_test_dependencies; "
+                      f"print(missing_test_dependencies(__import__('pathlib').Path({str(tmp_path / 'pyproject.toml')!r})))",
+                      env={"PYTHONPATH": f"{site}:{root}"}, cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    assert "brokenneuronpkg (installed as 1.0, but `import brokenneuronpkg` fails: ImportError: needs libfoo.so)" in proc.stdout, proc.stdout

@@ -32,7 +32,7 @@ import pytest
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-pytest.importorskip("expecttest", reason="torch.testing._internal needs expecttest")
+import expecttest  # noqa: E402,F401  torch.testing._internal needs it; a test dependency, never skipped
 
 from torch.testing._internal.common_modules import module_db  # noqa: E402
 
