@@ -1,9 +1,11 @@
 """A process that compiles one tiny graph with the neuron backend and prints its result.
 
-Run as `python -m tests.reliability._compile_child BARRIER WORLD`: with WORLD > 1
+Run as `python -m tests.reliability._compile_child BARRIER WORLD [hold]`: with WORLD > 1
 it waits until WORLD processes have reached the barrier folder, so their
 compiles overlap (after the slow `import torch`). Prints COMPILING just before
-the compile, then one RESULT line (JSON). test_signals_and_cache imports
+the compile, then one RESULT line (JSON). With `hold`, the compile stops for good
+after Inductor has written its cache entries and before they are sealed, and
+prints WRITTEN: a test kills it there, at the worst moment, every time. test_signals_and_cache imports
 `tiny_graph` and `tiny_input` so its own, later compile has the same key.
 """
 from __future__ import annotations
@@ -35,6 +37,14 @@ if __name__ == "__main__":
     import torch_neuronx.compiler as compiler
 
     barrier, world = sys.argv[1], int(sys.argv[2])
+    if sys.argv[3:] == ["hold"]:
+        from torch_neuronx.compiler import cache
+
+        def _hold(root):
+            print("WRITTEN", flush=True)
+            time.sleep(3600)
+
+        cache.seal_entries = _hold
     if world > 1:
         _wait_for(barrier, world)
     x = tiny_input()

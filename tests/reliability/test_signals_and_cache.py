@@ -55,8 +55,17 @@ def graph(a):
     return (torch.relu(a) * 2).sum(0)
 
 compiled = torch.compile(graph, backend="neuron")
+import torch_neuronx.compiler.cache as neuron_cache
+_graph_key = neuron_cache.graph_key
+
+def _interrupting_graph_key(*args, **kwargs):
+    # SIGINT arrives while the compile runs, every time (not a timer racing the compile).
+    neuron_cache.graph_key = _graph_key
+    os.kill(os.getpid(), signal.SIGINT)
+    return _graph_key(*args, **kwargs)
+
 with case("compile interrupted") as record:
-    interrupt_after(0.3)
+    neuron_cache.graph_key = _interrupting_graph_key
     compiled(x)
     record["finished first"] = True  # the compile beat the signal: the case is not what it says
     time.sleep(60)
@@ -82,8 +91,9 @@ while True:
     assert "Abort" not in results["_stderr"]["message"] and "terminate called" not in results["_stderr"]["message"]
 
 
-def _start(folder, barrier, world):
-    return subprocess.Popen([sys.executable, "-m", "tests.reliability._compile_child", str(barrier), str(world)],
+def _start(folder, barrier, world, *extra):
+    return subprocess.Popen([sys.executable, "-m", "tests.reliability._compile_child", str(barrier), str(world),
+                             *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                             env={**os.environ, "TORCH_NEURONX_NEFF_CACHE_DIR": str(folder),
                                  "TORCHINDUCTOR_COMPILE_THREADS": "1"})
@@ -94,10 +104,12 @@ def test_killed_compile_then_concurrent_compiles_then_a_hit(tmp_path, monkeypatc
     barrier.mkdir()
     expected = tiny_graph(tiny_input("cpu"))
 
-    # 1. A compile killed mid-way (SIGKILL leaves no chance to clean up).
-    victim = _start(folder, barrier, 1)
+    # 1. A compile killed mid-way (SIGKILL leaves no chance to clean up), at the worst moment:
+    # Inductor's entries are written, not yet sealed.
+    victim = _start(folder, barrier, 1, "hold")
     assert victim.stdout.readline().strip() == "COMPILING", victim.communicate(timeout=60)
-    time.sleep(0.5)
+    assert victim.stdout.readline().strip() == "WRITTEN", victim.communicate(timeout=60)
+    assert list(cache._entry_files(str(folder / f"torch-{torch.__version__}"))), "nothing was written before the kill"
     victim.kill()
     out, _ = victim.communicate(timeout=60)
     assert victim.returncode == -signal.SIGKILL and "RESULT" not in out, "the compile ended before the kill"
