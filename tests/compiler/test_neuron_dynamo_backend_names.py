@@ -34,7 +34,8 @@ def test_backend_callable_counts_in_metrics():
     x, y = neuron_randn(2, 8), neuron_randn(2, 8, seed=1)
     out = torch.compile(elementwise, backend=neuron_backend)(x, y)
     assert torch.equal(out.cpu(), elementwise(x.cpu(), y.cpu()))
-    assert get_dynamo_metrics()["graphs_compiled"] == 1
+    metrics = get_dynamo_metrics()  # built now, or served by the compile cache of an earlier test's graph
+    assert metrics["graphs_compiled"] + metrics["cache_hits_memory"] == 1, metrics
 
 
 def test_set_model_name_names_artifacts(monkeypatch, tmp_path):

@@ -67,7 +67,8 @@ def _names_in_sources() -> set[str]:
             for f in files:
                 path = os.path.join(folder, f)
                 script = "." not in f  # .ci/run and friends
-                if path == THIS_FILE or "__pycache__" in folder or not (script or f.endswith((".py", ".cpp", ".h", ".sh"))):
+                source = script or f.endswith((".py", ".cpp", ".h", ".sh"))
+                if path == THIS_FILE or "__pycache__" in folder or not source:
                     continue
                 try:
                     with open(path, encoding="utf-8") as fh:
