@@ -15,13 +15,32 @@ def _loss(p):
     return f
 
 
-def test_checkpointed_attention_matches_eager():
+def test_checkpointed_attention_matches_cpu():
     x = torch.randn(1, 2, 16, 8)
-    q_eager, q_comp = x.neuron().requires_grad_(), x.neuron().requires_grad_()
-    _loss(0.0)(q_eager).backward()
+    q_cpu, q_comp = x.clone().requires_grad_(), x.neuron().requires_grad_()
+    _loss(0.0)(q_cpu).backward()
     torch.compile(_loss(0.0), backend="neuron", dynamic=False)(q_comp).backward()
     assert q_comp.grad.is_neuron
-    torch.testing.assert_close(q_comp.grad.cpu(), q_eager.grad.cpu(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(q_comp.grad.cpu(), q_cpu.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_recomputed_dropout_uses_the_forward_mask():
+    """Closed form: for loss = sum(dropout(q)), the forward value is sum(mask * q) / (1 - p) and
+    the gradient is mask / (1 - p). The gradient comes from the recomputation, the value from the
+    forward: they agree only if the recomputation replayed the forward's random numbers."""
+    p = 0.5
+
+    def f(q):
+        return checkpoint(lambda t: F.dropout(t, p), q, use_reentrant=False).sum()
+
+    q = (torch.rand(64, 64, generator=torch.Generator().manual_seed(1)) + 1).neuron().requires_grad_()
+    torch.manual_seed(3)
+    value = torch.compile(f, backend="neuron", dynamic=False)(q)
+    value.backward()
+    mask = q.grad.cpu() * (1 - p)
+    assert set(mask.unique().tolist()) == {0.0, 1.0}            # each element kept or dropped
+    assert 0.4 < mask.mean().item() < 0.6                        # about half dropped
+    torch.testing.assert_close(value.cpu(), (mask * q.detach().cpu()).sum() / (1 - p), rtol=1e-5, atol=1e-4)
 
 
 def test_checkpointed_dropout_is_reproducible_under_a_seed():

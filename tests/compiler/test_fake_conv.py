@@ -6,6 +6,8 @@ output (diffusers' Sana under no_grad), or a compiled graph returns other stride
 """
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -74,6 +76,9 @@ def test_fake_conv_backward_strides_equal_eager_neuron():
         return torch.ops.aten.convolution_backward(g, xx, ww, [6], *args, mask)
 
     eager = backward(go.to("neuron"), x.to("neuron"), w.to("neuron"))
+    for e, c in zip(eager, backward(go, x, w)):   # eager neuron is the CPU kernel on device memory
+        assert e.stride() == c.stride()
+        torch.testing.assert_close(e.cpu(), c)
     on_neuron = [t.to("neuron") for t in (go, x, w)]
     with FakeTensorMode() as mode:
         fake = backward(*(mode.from_tensor(t) for t in on_neuron))
@@ -106,39 +111,43 @@ class _UpConv(torch.nn.Module):
 
 @pytest.mark.parametrize("module,shape", [(_SanaLikeConv, (1, 64, 4)), (_UpConv, (1, 4, 8, 8))],
                          ids=["sana-glumbconv", "conv-transpose"])
-def test_compiled_channels_last_conv_equals_eager_no_grad(module, shape):
+def test_compiled_channels_last_conv_equals_cpu_no_grad(module, shape):
     torch.manual_seed(0)
-    model = module().to("neuron")
-    x = _randn(*shape).to("neuron")
+    cpu_model = module()
+    model = copy.deepcopy(cpu_model).to("neuron")
+    x_cpu = _randn(*shape)
     if len(shape) == 4:
-        x = x.contiguous(memory_format=CL2)
+        x_cpu = x_cpu.contiguous(memory_format=CL2)
+    x = x_cpu.to("neuron")
     with torch.no_grad():
+        expected = cpu_model(x_cpu)
         eager = model(x)
         compiled = torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)(x)
-    assert eager.is_contiguous(memory_format=CL2)
+    assert eager.is_contiguous(memory_format=CL2) and eager.stride() == expected.stride()
     assert compiled.device == eager.device and compiled.stride() == eager.stride()
-    torch.testing.assert_close(compiled.cpu(), eager.cpu(), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(compiled.cpu(), expected, atol=1e-5, rtol=1e-5)
     assert compiler.get_dynamo_metrics()["graphs_compiled"] == 1
 
 
-def test_compiled_channels_last_conv_training_step_equals_eager():
-    """With grad: forward and convolution_backward traced on neuron give eager's values and layouts."""
+def test_compiled_channels_last_conv_training_step_equals_cpu():
+    """With grad: forward and convolution_backward traced on neuron give the CPU's values and layouts."""
     torch.manual_seed(0)
-    model = torch.nn.Conv2d(4, 6, 3, padding=1).to("neuron")
-    x = _randn(2, 4, 8, 8, memory_format=CL2).to("neuron")
+    cpu_model = torch.nn.Conv2d(4, 6, 3, padding=1)
+    model = copy.deepcopy(cpu_model).to("neuron")
+    x_cpu = _randn(2, 4, 8, 8, memory_format=CL2)
 
-    def step(fn):
+    def step(fn, module, x):
         xx = x.detach().requires_grad_(True)
         out = fn(xx)
         out.square().sum().backward()
-        grads = (xx.grad, model.weight.grad.clone(), model.bias.grad.clone())
-        model.zero_grad(set_to_none=True)
+        grads = (xx.grad, module.weight.grad.clone(), module.bias.grad.clone())
+        module.zero_grad(set_to_none=True)
         return out, grads
 
-    eager_out, eager_grads = step(model)
-    out, grads = step(torch.compile(model, backend="neuron", fullgraph=True, dynamic=False))
-    assert out.stride() == eager_out.stride()
-    torch.testing.assert_close(out.detach().cpu(), eager_out.detach().cpu(), atol=1e-5, rtol=1e-5)
-    for g, e in zip(grads, eager_grads):
-        assert g.stride() == e.stride()
-        torch.testing.assert_close(g.cpu(), e.cpu(), atol=1e-4, rtol=1e-4)
+    cpu_out, cpu_grads = step(cpu_model, cpu_model, x_cpu)
+    out, grads = step(torch.compile(model, backend="neuron", fullgraph=True, dynamic=False), model, x_cpu.to("neuron"))
+    assert out.stride() == cpu_out.stride()
+    torch.testing.assert_close(out.detach().cpu(), cpu_out.detach(), atol=1e-5, rtol=1e-5)
+    for g, c in zip(grads, cpu_grads):
+        assert g.stride() == c.stride()
+        torch.testing.assert_close(g.cpu(), c, atol=1e-4, rtol=1e-4)

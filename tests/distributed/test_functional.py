@@ -27,24 +27,21 @@ def _functional(rank, world, backends):
     x = (torch.arange(4.0) + rank).to(dev)
     eager = _step(x, mesh)
     assert eager.device == dev
-    # reference from the plain (tested) collectives
-    ref = x * 2
-    dist.all_reduce(ref)
-    gathered = torch.empty(4 * world, device=dev)
-    dist.all_gather_into_tensor(gathered, ref + 1)
-    rs = torch.empty(4, device=dev)
-    dist.reduce_scatter_tensor(rs, gathered, op=dist.ReduceOp.AVG)
-    a2a = torch.empty(4, device=dev)
-    dist.all_to_all_single(a2a, rs)
-    bc = x.clone()
-    dist.broadcast(bc, 0)
-    torch.testing.assert_close(eager.cpu(), (a2a + bc).cpu())
+    # Closed form, on CPU: rank r holds x_r = arange(4) + r. The all-reduce gives
+    # a = 2 * sum_r x_r on every rank, the all-gather [a + 1] * world, its averaged reduce-scatter
+    # a + 1 again, and the all-to-all hands rank k chunk k of every rank's (equal) a + 1; the
+    # broadcast adds rank 0's x_0 = arange(4).
+    base = torch.arange(4.0)
+    a = 2 * (world * base + world * (world - 1) / 2)
+    chunk = 4 // world
+    expected = torch.cat([(a + 1)[rank * chunk:(rank + 1) * chunk]] * world) + base
+    torch.testing.assert_close(eager.cpu(), expected)
     for backend in backends:
         torch._dynamo.reset()
         compiled = torch.compile(_step, backend=backend, fullgraph=True)
         out = compiled(x, mesh)
         assert out.device == dev, backend
-        torch.testing.assert_close(out.cpu(), eager.cpu(), msg=lambda m, b=backend: f"{b}: {m}")
+        torch.testing.assert_close(out.cpu(), expected, msg=lambda m, b=backend: f"{b}: {m}")
 
 
 def test_functional_collectives_eager_and_aot_eager():

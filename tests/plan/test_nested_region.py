@@ -25,18 +25,18 @@ def _model():
     return torch.nn.Sequential(Block(), Block(), Block()).to("neuron").eval()
 
 
-def test_a_nested_compile_region_compiles_once_and_equals_eager():
+def test_a_nested_compile_region_compiles_once_and_equals_cpu():
     model, x = _model(), torch.randn(4, 32, device="neuron")
     torch._dynamo.reset()
     with torch.no_grad():
         out, codes = run_and_get_code(torch.compile(model, backend="neuron"), x)
-        expected = model(x)
+        expected = _model().cpu()(x.cpu())
     torch._dynamo.reset()
     assert len(codes) == 1
     # one subgraph function for the three blocks, called three times by the main program
     assert codes[0].count("def repeated_subgraph0(") == 1, codes[0][-3000:]
     assert codes[0].count("= repeated_subgraph0(repeated_subgraph0_args)") == 3, codes[0][-3000:]
-    assert torch.allclose(out.cpu(), expected.cpu(), atol=1e-6)
+    torch.testing.assert_close(out.cpu(), expected, rtol=1e-5, atol=1e-6)
 
 
 def test_a_nested_compile_region_compiles_in_a_dry_run():
