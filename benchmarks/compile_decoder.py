@@ -108,7 +108,7 @@ def _verdict(ok: bool) -> str:
     return "PASS" if ok else "MISS"
 
 
-# Issue 20's targets: the compiled neuron program can at best run as fast as Inductor's own
+# Targets: the compiled neuron program can at best run as fast as Inductor's own
 # CPU program on the same host (bound 1.00x); these are the allowed excess.
 DECODE_TARGET = 1.02
 PREFILL_TARGET = 1.02
@@ -179,7 +179,7 @@ PAIRS = {"decode": (400, 20), "prefill": (120, 1), "training": (120, 1)}
 
 
 def rows(rounds: int = 9, threads: int = 1, clock: str = "auto", quick: bool = False) -> list[dict]:
-    """Issue 20's compiled rows: {case, value (compiled neuron / Inductor CPU, median of adjacent
+    """The compiled rows of the host-bound table: {case, value (compiled neuron / Inductor CPU, median of adjacent
     block pairs), q1, q3 (its interquartile range), bound, target, ok, times (per-round seconds of
     each variant, the four-variant table), faults, clock}."""
     base = setup(threads)

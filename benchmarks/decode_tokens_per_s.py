@@ -5,7 +5,7 @@ compiled by transformers with backend "neuron", CPU eager, and CPU static cache 
 Decode time = time(generate N+1 new tokens) - time(generate 1 new token), so prefill is excluded.
 Variants are interleaved over rounds (the order flips every round, the machine may be shared); each
 ratio is the median over rounds of the per-round ratio, tokens/s the median over rounds.
-Targets (issue 4): compiled neuron >= 2x eager neuron, and within 15% of Inductor on CPU. Prints
+Targets: compiled neuron >= 2x eager neuron, and within 15% of Inductor on CPU. Prints
 ratios and PASS/MISS; never asserts.
 """
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""Tiny Qwen-Image-2.1 denoising loop (issue 7, item 6): neuron eager, neuron compiled, CPU eager and CPU with
+"""Tiny Qwen-Image-2.1 denoising loop: neuron eager, neuron compiled, CPU eager and CPU with
 Inductor in one run, then tensor parallelism on 2 ranks vs 1.
 
 The pipeline is torch_neuronx.compat.diffusers.tiny_qwenimage21 (random weights, loaded with the real
 from_pretrained), called with prompt embeddings computed on CPU, `output_type="latent"` (the loop only: no
 VAE decode) and `use_kv_cache=False` (one block graph per shape). "compiled" is
-`compile_repeated_blocks(backend=..., fullgraph=True, dynamic=False)` (`--compile blocks`, the seed's call) or
+`compile_repeated_blocks(backend=..., fullgraph=True, dynamic=False)` (`--compile blocks`, the announcement example's call) or
 `torch.compile(transformer, fullgraph=False, dynamic=False)` (`--compile transformer`; fullgraph=True stops at
 the rope table's `image_pad_mask.tolist()`), with backend "neuron"
 on neuron and "inductor" on CPU. The four variants are interleaved (the order flips every round; the machine

@@ -21,7 +21,7 @@ wall clock and on the process CPU clock; when the host's load exceeds its cores
 (other processes preempt this one), the verdict uses CPU time, which excludes
 the time this process waited for a core (`--clock` chooses either). It prints
 PASS/MISS per target and always exits 0. `eager_rows()` returns the two target
-rows for combined tables (benchmarks that print every row of issue 20).
+rows for combined tables (benchmarks/host_bound_table.py prints every host-bound row).
 
     python benchmarks/eager_overhead.py              # ~60 s
     python benchmarks/eager_overhead.py --quick      # ~10 s smoke run
@@ -213,7 +213,7 @@ def verdict(case, m):
 
 
 def eager_rows(threads: int | None = 1, quick: bool = False, clock: str = "auto") -> list[dict]:
-    """Issue 20's two eager rows, measured now: case, the CPU bound and the neuron
+    """The two eager rows of the host-bound table, measured now: case, the CPU bound and the neuron
     figure (us per call), extra us, ratio, target text, ok, and the clock used."""
     if threads is not None:
         torch.set_num_threads(threads)

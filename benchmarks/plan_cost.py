@@ -11,7 +11,7 @@ of RSS per layer), extrapolated to `--extrapolate` layers.
     python benchmarks/plan_cost.py                                   # Qwen3-8B config, dry run
     python benchmarks/plan_cost.py --layers 1,2,4 --real --width 256  # without the dry-run core: a
                                                                        # narrow model for real
-`--plans gen-script,sft-script` costs the seed's scripts themselves under `plan run` (item 5's plans
+`--plans gen-script,sft-script` costs the announcement's scripts themselves under `plan run` (the plans
 with the layer count cut): the TP generation script (`--tp` ranks, `--ranks 0`, compiled static-cache
 decode, 2 prompts of `--input-tokens`, `--output-tokens` new) on `--gen-config` (the 27.5B
 Qwen3-style config), and the TRL SFT script (TP_SIZE x FSDP_SIZE = `--tp` x `--fsdp`, ranks 0 and
@@ -19,7 +19,7 @@ last, batch `--micro-batch` x `--seq-len`, compiled, 2 steps) on `--config`:
 
     python benchmarks/plan_cost.py --plans gen-script --layers 2,6 --tp 8 --output-tokens 8
 
-Target (issue 16 item 1): a full-size Qwen3-8B training step plans in under 4 GB of resident host
+Target: a full-size Qwen3-8B training step plans in under 4 GB of resident host
 memory; PASS/MISS is printed for the train rows at the config's own layer count when it is run.
 Never asserts; exit 0.
 """
@@ -79,7 +79,7 @@ def _run(cmd: list[str], timeout: float, extra_env: dict | None = None) -> tuple
 
 
 def _script_cmd(plan: str, cfg: str, args, tmp: str) -> tuple[list[str], dict]:
-    """`plan run` of one of the seed's scripts on the config folder `cfg` (its command, its env)."""
+    """`plan run` of one of the announcement's scripts on the config folder `cfg` (its command, its env)."""
     head = [sys.executable, "-m", "torch_neuronx.plan", "run", "--instance", args.instance]
     if plan == "gen-script":
         n = max(args.output_tokens, 2)
@@ -108,7 +108,7 @@ def main() -> int:
                    help="the TP generation script's config (--plans gen-script)")
     p.add_argument("--layers", default="1,2,4")
     p.add_argument("--plans", default="train,generate", help="train, generate (model-level commands), "
-                   "gen-script, sft-script (the seed's scripts under plan run)")
+                   "gen-script, sft-script (the announcement's scripts under plan run)")
     p.add_argument("--instance", default="trn2.48xlarge")
     p.add_argument("--tp", type=int, default=4)
     p.add_argument("--fsdp", type=int, default=8)

@@ -10,7 +10,7 @@ zero_grad(set_to_none=True). It reports, from `torch.neuron`:
   and `max_memory_allocated()` over load + an optimizer step on zero gradients, before any forward
   (parameters, gradients, Adam moments: no activations);
 * the peak over the whole run, activations included (the real training step).
-Target (issue 6): the per-rank peak for parameters + optimizer state is about a quarter of the one-process
+Target: the per-rank peak for parameters + optimizer state is about a quarter of the one-process
 peak; PASS when the largest rank's ratio is <= 0.30 (norm weights stay replicated on TP ranks). Prints the
 figures; never asserts. `python benchmarks/sft_memory_per_rank.py` launches both runs itself.
 """

@@ -9,7 +9,7 @@ hidden 64, 2 layers, its tokenizer's vocabulary), fp32, built with the same seed
 is compiled, the optimizer step stays eager, as in the Trainer. After warm-up (which includes the
 compiles), sides are interleaved over rounds (the order flips every round: the machine may be shared); a
 round times `--steps` steps per side; tokens/s is the median over rounds, each ratio the median of the
-per-round ratios. Targets (issue 6): compiled neuron >= 1.2x eager neuron, and compiled neuron time /
+per-round ratios. Targets: compiled neuron >= 1.2x eager neuron, and compiled neuron time /
 Inductor CPU time <= 1.10. Prints figures and PASS/MISS; never asserts.
 """
 from __future__ import annotations

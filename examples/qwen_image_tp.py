@@ -1,10 +1,10 @@
 """Qwen-Image-2.1 with tensor parallelism across NeuronCores (diffusers' TensorParallelConfig), under torchrun.
 
-    torchrun --nproc-per-node 8 examples/qwen_image_tp.py --model <Qwen-Image-2.1 folder> --compile  # as the seed
+    torchrun --nproc-per-node 8 examples/qwen_image_tp.py --model <Qwen-Image-2.1 folder> --compile  # as TorchNeuron's announcement runs it
     torchrun --nproc-per-node 2 examples/qwen_image_tp.py --tiny --compile --check                   # offline
 
 Each rank drives one NeuronCore (`neuron:LOCAL_RANK`). The transformer is sharded by its `_tp_plan`:
-* `--tp-path load` (default, the seed's route): `from_pretrained(..., parallel_config=TensorParallelConfig(
+* `--tp-path load` (default, the announcement's route): `from_pretrained(..., parallel_config=TensorParallelConfig(
   mesh=DeviceMesh("neuron", ...)))` reads only this rank's slice of each planned weight from the safetensors
   file; no weight collectives.
 * `--tp-path memory`: the whole model is loaded on CPU on every rank, then `enable_parallelism(config=...)`

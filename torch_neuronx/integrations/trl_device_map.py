@@ -14,7 +14,7 @@ This adapter fills in what TRL leaves to the default, when the process's device 
   `neuron:LOCAL_RANK`);
 * a single process whose model fits in the current core's free memory gets that core (`device_map=
   "neuron:N"`), what "auto" gives on a one-GPU machine; a larger model keeps "auto" and spreads over cores.
-An explicit `device_map` (e.g. the seed's `device_map: None` in `model_init_kwargs`) is left alone, except
+An explicit `device_map` (e.g. the SFT example's `device_map: None` in `model_init_kwargs`) is left alone, except
 that MULTI_NEURON overrides it to None exactly where TRL overrides it for MULTI_GPU.
 """
 from __future__ import annotations

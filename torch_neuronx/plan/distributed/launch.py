@@ -91,7 +91,7 @@ def pick_instance(nproc_per_node: int, instance: str | None, lnc: int | None = N
 
 def check_layout(nproc_per_node: int, nnodes: int, environ=os.environ) -> int:
     """World size of the job; a clear error for sizes torchrun would refuse or a layout that cannot
-    fill it (TP_SIZE x FSDP_SIZE, the seed scripts' convention, when both are set)."""
+    fill it (TP_SIZE x FSDP_SIZE, the announcement scripts' convention, when both are set)."""
     for flag, value in (("--nproc-per-node", nproc_per_node), ("--nnodes", nnodes)):
         if value < 1:
             raise LaunchError(f"{flag} {value}: must be at least 1 (the ranks per node and the nodes of the job)")
@@ -230,7 +230,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict:
 
 
 def _pp(flag: int | None, environ=os.environ) -> int:
-    """--pp, else PP_SIZE (the seed scripts' convention, as TP_SIZE and FSDP_SIZE), else 1."""
+    """--pp, else PP_SIZE (the announcement scripts' convention, as TP_SIZE and FSDP_SIZE), else 1."""
     if flag is not None:
         return flag
     text = environ.get("PP_SIZE")
