@@ -1,6 +1,6 @@
 """Trainium chips (trn1, trn2, trn3): per-chip and per-physical-core figures with sources.
 
-Sources (paths in aws-neuron/aws-neuron-sdk, as collected in shared/design/trainium-facts.md):
+Sources (paths in aws-neuron/aws-neuron-sdk, as collected in `docs/hardware-sources.md`):
   [C1]   facts C1 table: about-neuron/arch/neuron-hardware/{trainium,trainium2,trainium3,
          neuron-core-v2,neuron-core-v3,neuron-core-v4}.rst and nki/guides/architecture/*_arch.rst
   [C1-isa] facts C1 "instruction-level cost model": trainium_inferentia2_arch.rst l.255-403

@@ -1,6 +1,6 @@
 """Instance types: how many chips, how they are linked, and the network out of the instance.
 
-Sources: trainium-facts.md C2 (trn1-arch.rst, trn2-arch.rst, trn3-arch.rst) [high unless stated].
+Sources: docs/hardware-sources.md C2 (trn1-arch.rst, trn2-arch.rst, trn3-arch.rst) [high unless stated].
 """
 from __future__ import annotations
 

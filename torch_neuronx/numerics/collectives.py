@@ -1,4 +1,4 @@
-"""Integer all-reduce and reduce-scatter (trainium-facts.md A1, high): no
+"""Integer all-reduce and reduce-scatter (docs/hardware-sources.md A1, high): no
 integer datapath, int32/int64 operands are reduced in FP32 ("lossy for
 magnitudes above 2^24").
 

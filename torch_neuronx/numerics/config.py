@@ -1,7 +1,7 @@
 """The numerics settings, read once at startup from the environment.
 
 TORCH_NEURONX_NUMERICS selects how the virtual core treats the places where
-Trainium computes differently from the CPU kernels (trainium-facts.md A):
+Trainium computes differently from the CPU kernels (docs/hardware-sources.md A):
 
 * ``host`` (default): the CPU kernels' results, nothing installed, no cost.
 * ``check``: results unchanged; each op whose result would differ on Trainium

@@ -1,4 +1,4 @@
-"""float64 (trainium-facts.md A1): Trainium has no float64 datapath (NC-v2
+"""float64 (docs/hardware-sources.md A1): Trainium has no float64 datapath (NC-v2
 native dtypes, high); the XLA path computes F64 as F32 (pytorch/xla
 dtype.cpp, high); what the native backend does is unverified. The default
 setting TORCH_NEURONX_NUMERICS_FLOAT64=float32 computes float64 ops in

@@ -1,4 +1,4 @@
-"""fp8 E4M3 (trainium-facts.md A5, high): Neuron's E4M3 is IEEE-style
+"""fp8 E4M3 (docs/hardware-sources.md A5, high): Neuron's E4M3 is IEEE-style
 FP8_EXP4 with range +-240, not the OCP e4m3fn +-448 of torch.float8_e4m3fn;
 "Value outside +/-240 on Neuron devices, for E4M3 might result into NaNs".
 Inside +-240 both formats hold the same values (same bias and mantissa), so

@@ -1,4 +1,4 @@
-"""64-bit integers (trainium-facts.md A1, high): neuronx-cc's default
+"""64-bit integers (docs/hardware-sources.md A1, high): neuronx-cc's default
 `--native-int64=default` downcasts int64 to int32, "which may lose precision
 for values outside the signed 32-bit range". How it downcasts is not
 documented (unverified): we assume two's-complement wrap-around, the

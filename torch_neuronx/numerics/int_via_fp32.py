@@ -1,4 +1,4 @@
-"""Integer ops without an integer datapath (trainium-facts.md A1, high):
+"""Integer ops without an integer datapath (docs/hardware-sources.md A1, high):
 matmul, scatter-with-compute (`scatter_add`, `index_add`), all-reduce and
 reduce-scatter downcast int32 and int64 operands to FP32, "lossy for
 magnitudes above 2^24". Emulation runs the op in float32 and rounds the

@@ -15,7 +15,7 @@ _sites: dict[tuple, dict] = {}
 _exposure: dict[tuple, int] = {}  # (kind, op) -> ops that used the dtype path, lossy or not
 
 
-# What the user can do about each difference (trainium-facts.md A).
+# What the user can do about each difference (docs/hardware-sources.md A).
 ADVICE = {
     "int64": "keep indices and counters in int32, or compile with --native-int64=enabled on trn2 "
              "(TORCH_NEURONX_NUMERICS_INT64=native to emulate that)",

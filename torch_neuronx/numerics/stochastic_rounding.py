@@ -1,4 +1,4 @@
-"""Stochastic rounding (trainium-facts.md A3, high): with
+"""Stochastic rounding (docs/hardware-sources.md A3, high): with
 NEURON_RT_STOCHASTIC_ROUNDING_EN=1 the runtime rounds "all internal rounding
 operations when casting from FP32 to a reduced precision data type (FP16,
 BF16, FP8, TF32)" stochastically, seeded by NEURON_RT_STOCHASTIC_ROUNDING_SEED

@@ -1,6 +1,6 @@
 """neuron-ls: the virtual instance's Neuron devices and the processes using them.
 
-Formats follow neuron-ls (trainium-facts.md E): header lines, an ASCII table,
+Formats follow neuron-ls (docs/hardware-sources.md E): header lines, an ASCII table,
 `-t` a torus picture, `-j` a JSON list of device objects.
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """neuron-monitor: one JSON report per period, in neuron-monitor's schema
-(trainium-facts.md E), with what the virtual runtime knows.
+(docs/hardware-sources.md E), with what the virtual runtime knows.
 
 What is virtual: error and hardware counters are zeros (nothing can fail in
 hardware), per-execution latency is not measured (latency_stats is null), and

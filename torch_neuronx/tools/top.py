@@ -1,6 +1,6 @@
 """neuron-top: a live view of the virtual NeuronCores and the processes using them.
 
-Sections as neuron-top's (trainium-facts.md E): NeuronCore utilisation (`F`
+Sections as neuron-top's (docs/hardware-sources.md E): NeuronCore utilisation (`F`
 toggles percent / TFLOPS), VCPU utilisation, memory usage summary and details;
 tabs `all` plus one per process (Tab / arrow keys / 0-9), `q` quits.
 Drawn with rich (Live display); `render()` builds one screen from two samples,

@@ -81,7 +81,7 @@ def make_layout(instance: str, lnc: int | None = None, nodes: int = 1, tp: int =
         if not isinstance(value, int) or value < 1:
             raise LayoutError(f"{name} must be a positive integer, got {value!r}")
     if pp != 1:
-        # TorchNeuron: "PP not yet supported" (trainium-facts B); transformers' pp_size has no neuron path
+        # TorchNeuron: "PP not yet supported" (docs/hardware-sources.md B); transformers' pp_size has no neuron path
         raise LayoutError(f"--pp {pp}: pipeline parallelism is not planned (TorchNeuron does not support it "
                           f"yet); use --pp 1 and spread the model with --tp and --fsdp")
     layout = Layout(instance, lnc, nodes, tp, fsdp, 1, pp)

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from ...runtime import env
 from ...runtime.catalogue import DEFAULT_INSTANCE_TYPE, INSTANCE_TYPES, InstanceType
 
-# neuron-monitor's hardware names per chip (trainium-facts.md E: "trainium2", "v4", "v3d" for
+# neuron-monitor's hardware names per chip (docs/hardware-sources.md E: "trainium2", "v4", "v3d" for
 # trn2 at LNC=2). trn1/trn3 values are assumptions following the same scheme.
 DEVICE_TYPE = {"trn1": ("trainium", "v2"), "trn2": ("trainium2", "v4"), "trn3": ("trainium3", "v5")}
 CORE_VERSION = {("trn1", 1): "v2", ("trn2", 1): "v3", ("trn2", 2): "v3d", ("trn3", 1): "v4", ("trn3", 2): "v4d"}
-TORUS_SIDE = 4  # 16-chip instances: a 4x4 2D torus (trainium-facts.md E, neuron-ls example)
+TORUS_SIDE = 4  # 16-chip instances: a 4x4 2D torus (docs/hardware-sources.md E, neuron-ls example)
 
 
 @dataclass(frozen=True)
