@@ -184,6 +184,20 @@ def classify(func) -> tuple[str, str, int, bool]:
 _warned: set[str] = set()
 
 
+class UnmodelledOpError(RuntimeError):
+    """Under a strict estimate (`estimate(strict=True)`, TORCH_NEURONX_ESTIMATE_STRICT=1), an op
+    the cost model has no formula, engine class or decomposition for."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"torch_neuronx.estimate(strict=True): no cost model for {name} (no FLOP formula, not a "
+            "known Vector/Scalar-engine op, no decomposition). Register a FLOP formula with "
+            "torch_neuronx.estimate.register_flops, or a decomposition with torch_neuronx.estimate."
+            "decompose.reference, or estimate without strict (it is then listed in the report and "
+            "counted as a Vector-engine op).")
+        self.op = name
+
+
 def warn_unmodelled(name: str) -> None:
     """An op with no model says so once per process; it is then counted as a Vector-engine op."""
     if name in _warned:

@@ -57,7 +57,7 @@ class EstimateMode(TorchDispatchMode):
             e = op_estimate(func, args, kwargs, out, hardware=est.hardware)
         except Exception as err:  # noqa: BLE001 - estimation must never break the program
             formulas.warn_unmodelled(f"{formulas.op_name(func)} ({type(err).__name__}: {err})")
-            est.unmodelled.add(formulas.op_name(func))
+            est.no_model(formulas.op_name(func))
             return out
         if e.bound == "none":
             return out

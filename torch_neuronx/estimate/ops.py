@@ -66,6 +66,27 @@ def _pipeline_fill_s(flops, ins, outs, nbytes, hw: Hardware) -> float:
     return hw.chip.dma_fixed_latency_ns * 1e-9 + fill_bytes / (hw.hbm_bytes_per_s * hw.assumptions.hbm_efficiency)
 
 
+def _decomposed(name, func, args, kwargs, hw: Hardware, launch: float) -> OpEstimate | None:
+    """A fused or composite op without a formula, costed as the sum of its decomposition's ops
+    (decompose.py), with one launch; None when it has no decomposition."""
+    from . import decompose
+
+    p = decompose.parts(func, args, kwargs, hw)
+    if p is None:
+        return None
+    body = p.seconds
+    if launch > body:
+        bound = "launch"
+    else:
+        bound = "compute" if p.compute_s >= p.memory_s else "memory"
+    dtype = ""
+    ts = formulas.tensors((args, kwargs))
+    if ts:
+        dtype = _vector_dtype(ts) if not p.flops else dtype_name(ts[0].dtype)
+    return OpEstimate(name, body + launch, bound, p.category, p.flops, p.bytes, p.engine,
+                      p.compute_s, p.memory_s, launch, dtype, not p.unmodelled)
+
+
 def op_estimate(func, args, kwargs, out, *, hardware: Hardware | None = None,
                 launch_s: float | None = None) -> OpEstimate:
     """Estimated Trainium device time of one ATen op call.
@@ -98,6 +119,9 @@ def op_estimate(func, args, kwargs, out, *, hardware: Hardware | None = None,
         return roofline(name, category, "tensor", flops, nbytes, compute_s, hw, launch, dtype)
     category, engine, passes, modelled = formulas.classify(func)
     if not modelled:
+        whole = _decomposed(name, func, args, kwargs, hw, launch)
+        if whole is not None:
+            return whole
         formulas.warn_unmodelled(name)
     every = ins + outs
     if not every:
