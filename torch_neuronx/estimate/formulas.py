@@ -135,6 +135,30 @@ VECTOR = {
     "std": ("reduction", 2), "logsumexp": ("reduction", 2), "masked_scatter": ("copy", 1),
     "native_dropout": ("elementwise", 2),
 }
+# Indexed reads: only the gathered rows of the source (the first argument) move, not the table
+# (an embedding lookup reads batch x hidden, not vocab x hidden).
+GATHER = {"embedding", "index_select", "gather", "index", "_unsafe_index"}
+# Indexed writes in place: only the written rows move (a static KV cache's index_copy_ writes the
+# new tokens, not the cache).
+SCATTER_INPLACE = {"index_copy_", "index_put_", "scatter_", "scatter_add_", "index_add_", "masked_scatter_",
+                   "_index_put_impl_", "index_fill_", "masked_fill_"}
+
+
+def moved_bytes(func, ins, outs) -> int | None:
+    """HBM bytes of an indexed read or in-place indexed write (None: not one of those)."""
+    name = func._overloadpacket.__name__
+    if name in GATHER and ins and outs:
+        # the rows read equal the output; the index tensors are read once
+        return sum(touched_bytes(t) for t in ins[1:]) + 2 * sum(touched_bytes(t) for t in outs)
+    if name in SCATTER_INPLACE and ins:
+        # read the index and the values, write as many bytes into the destination
+        rest = ins[1:]
+        values = max((touched_bytes(t) for t in rest if t.is_floating_point() or t.dtype == ins[0].dtype),
+                     default=0)
+        return sum(touched_bytes(t) for t in rest) + values
+    return None
+
+
 # metadata-only ops: no device work at all
 FREE = {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "detach",
         "lift_fresh", "alias", "_local_scalar_dense", "sym_size", "sym_stride", "sym_numel",

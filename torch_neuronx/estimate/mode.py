@@ -10,7 +10,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from . import formulas
+from . import eager, formulas
 from .ops import op_estimate
 
 _NEURON = "privateuseone"
@@ -41,6 +41,7 @@ class EstimateMode(TorchDispatchMode):
         super().__init__()
         self.est = est
         self.include_fake = include_fake
+        self.fuser = eager.Fuser()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -59,7 +60,13 @@ class EstimateMode(TorchDispatchMode):
             formulas.warn_unmodelled(f"{formulas.op_name(func)} ({type(err).__name__}: {err})")
             est.no_model(formulas.op_name(func))
             return out
+        if eager.is_host_sync(func, args, kwargs, out):
+            if e.bound != "none":
+                est.record_op(e, device)
+            est.host_sync(device)       # the queue drains; a print is a fusion boundary too
+            self.fuser.boundary()
+            return out
         if e.bound == "none":
             return out
-        est.record_op(e, device)
+        est.record_op(self.fuser.apply(e, func, args, kwargs, out, device, est.hardware), device)
         return out

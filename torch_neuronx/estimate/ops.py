@@ -119,7 +119,9 @@ def op_estimate(func, args, kwargs, out, *, hardware: Hardware | None = None,
     launch = hw.assumptions.eager_launch_s if launch_s is None else launch_s
     ins = formulas.tensors((args, kwargs))
     outs = formulas.tensors(out)
-    nbytes = sum(formulas.touched_bytes(t) for t in ins) + sum(formulas.touched_bytes(t) for t in outs)
+    moved = formulas.moved_bytes(func, ins, outs)
+    nbytes = moved if moved is not None else (
+        sum(formulas.touched_bytes(t) for t in ins) + sum(formulas.touched_bytes(t) for t in outs))
     flops = formulas.flops(func, args, kwargs, out)
     packet = func._overloadpacket.__name__
     if flops is not None:
@@ -138,6 +140,8 @@ def op_estimate(func, args, kwargs, out, *, hardware: Hardware | None = None,
     if not every:
         return roofline(name, category, engine, 0, 0, 0.0, hw, launch, "", modelled)
     elems = max(t.numel() for t in every)
+    if moved is not None:   # indexed reads/writes touch only the moved elements
+        elems = max(1, moved // max(1, every[0].element_size()))
     dtype = _vector_dtype(every)
     if engine == "dma":      # data movement: HBM traffic only
         compute_s = 0.0
