@@ -35,31 +35,53 @@ def _key(t: torch.Tensor):
         return None
 
 
+def _fusible(e, func, out, device_type) -> bool:
+    """Elementwise and reduction work on the Vector/Scalar engines, and dtype casts on the device
+    (what a loop fusion takes: a reduction consumes its producers' loop); not matmuls, not
+    data movement such as cat or an indexed copy."""
+    if e.engine in ("vector", "scalar") and e.category in ("elementwise", "reduction"):
+        return True
+    if func is aten._to_copy.default:
+        outs = formulas.tensors(out)
+        return bool(outs) and outs[0].device.type == device_type
+    return False
+
+
 class Fuser:
-    """Runs of consecutive elementwise ops on one device fuse: one launch for the run, and a tensor
-    the previous op of the run produced is neither written back nor read again."""
+    """Runs of consecutive elementwise ops on one device fuse (reductions and device-side casts
+    join a run): one launch for the run; a tensor the previous op of the run produced is neither
+    written back nor read again, and one an earlier op of the run produced is not read again."""
 
     def __init__(self) -> None:
         self.device = None
-        self.produced: set = set()
+        self.last: set = set()       # outputs of the previous op of the run
+        self.produced: set = set()   # outputs of every op of the run
 
     def boundary(self) -> None:
         self.device = None
-        self.produced = set()
+        self.last, self.produced = set(), set()
 
     def apply(self, e, func, args, kwargs, out, device: int, hw):
         """`e` as one member of a fused run (or `e` itself, starting a run or breaking one)."""
-        fusible = e.category == "elementwise" and e.engine in ("vector", "scalar")
-        if not fusible or not hw.assumptions.eager_fusion or torch.are_deterministic_algorithms_enabled():
+        ins = formulas.tensors((args, kwargs))
+        device_type = ins[0].device.type if ins else "neuron"
+        if (not _fusible(e, func, out, device_type) or not hw.assumptions.eager_fusion
+                or torch.are_deterministic_algorithms_enabled()):
             self.boundary()
             return e
-        ins = formulas.tensors((args, kwargs))
-        outs = [_key(t) for t in formulas.tensors(out)]
+        outs = {_key(t) for t in formulas.tensors(out)}
         if self.device != device or not self.produced:
-            self.device, self.produced = device, set(outs)
+            self.device, self.last, self.produced = device, outs, set(outs)
             return e
-        saved = sum(2 * formulas.touched_bytes(t) for t in ins if _key(t) in self.produced)
-        self.produced = set(outs)
+        saved = 0
+        for t in ins:
+            k = _key(t)
+            if k in self.last:
+                saved += 2 * formulas.touched_bytes(t)     # neither written back nor read again
+            elif k in self.produced:
+                saved += formulas.touched_bytes(t)         # still on chip: not read again
+        self.last = outs
+        self.produced |= outs
         if not saved and e.launch_s == 0:
             return e
         nbytes = max(0, e.bytes - saved)
