@@ -92,3 +92,18 @@ def test_unmodelled_op_raises_under_strict_and_env(monkeypatch):
         with torch_neuronx.estimate() as est:   # not strict: listed in the report
             torch.histc(x, bins=4)
     assert "aten.histc" in est.unmodelled and "aten.histc" in est.to_json()
+
+
+def test_compiled_graph_lists_its_unmodelled_ops(monkeypatch):
+    from torch_neuronx.estimate import formulas
+    from torch_neuronx.estimate.graphs import estimate_graph
+
+    monkeypatch.setattr(formulas, "_warned", set())
+    gm = torch.fx.symbolic_trace(lambda x: torch.histc(x, bins=4) + 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = estimate_graph(gm, [torch.randn(64)], hardware(), "h", backward=False)["forward"]
+    assert g.unmodelled == ("aten.histc",)
+    est = torch_neuronx.estimate(strict=True)
+    with pytest.raises(UnmodelledOpError, match="aten.histc"):
+        est.record_graph(g, 0)

@@ -28,6 +28,7 @@ import csv
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -143,13 +144,21 @@ def plan_row(row: Row, models: dict, *, timeout: float = 1800.0, env: dict | Non
             return {"refused": f"planning took over {timeout:.0f} s", "argv": argv}
         wall = time.perf_counter() - t0
         if p.returncode != 0 or not os.path.exists(out):
-            lines = [ln for ln in (p.stderr or p.stdout).strip().splitlines() if ln.strip()]
-            return {"refused": lines[-1] if lines else f"exit status {p.returncode}", "argv": argv,
+            return {"refused": _reason(p.stderr or p.stdout, p.returncode), "argv": argv,
                     "planning_wall_s": wall}
         report = json.loads(Path(out).read_text())
     keep = {k: report.get(k) for k in ("ttft_ms", "tpot_ms", "sequences_per_s", "tokens_per_s", "step_time_s",
                                        "mfu", "fits", "oom", "time_breakdown_s", "parameters", "world_size")}
     return {"report": keep, "argv": argv, "planning_wall_s": wall}
+
+
+def _reason(text: str, code: int) -> str:
+    """The planner's message: its `error:` line, else the exception line of a traceback."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if "error:" in ln or re.match(r"^[\w.]+(Error|Exception|Exit)\b", ln):
+            return ln[:500]
+    return (lines[-1][:500] if lines else "") or f"exit status {code}"
 
 
 def planned_figure(row: Row, entry: dict | None) -> float | None:

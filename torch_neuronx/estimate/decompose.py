@@ -202,11 +202,13 @@ def parts(func, args, kwargs, hw) -> Parts | None:
                 fn(*margs, **mkwargs)
             ests = [op_estimate(f, a, k, o, hardware=hw, launch_s=0.0) for f, a, k, o in rec.calls]
     except Exception:  # noqa: BLE001 - no decomposition runs on these inputs: the op stays unmodelled
-        return None
+        ests = []
     finally:
         _local.depth = depth
     ests = [e for e in ests if e.bound != "none"]
     if not ests:
+        if key is not None:
+            _cache[key] = None      # do not try again for every call of the op
         return None
     heaviest = max(ests, key=lambda e: e.seconds)
     flops = sum(e.flops for e in ests)
