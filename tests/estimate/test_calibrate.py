@@ -50,9 +50,12 @@ def test_fit_and_leave_one_out():
     assert out["rows"]["r3"]["leave_one_out"] == pytest.approx(2.0 / 1.25, rel=0.005)   # the others fit 1.25x
     others = math.exp((2 * math.log(1.25) + math.log(2.0)) / 3)
     assert out["rows"]["r0"]["leave_one_out"] == pytest.approx(1.25 / others, rel=0.005)
-    # an efficiency never exceeds 1: a plan 4x slow at efficiency 0.5 fits 1, not 2
-    capped = calibrate.fit([(row, 4.0, 1.0)], defaults)
+    # an efficiency never exceeds 1: plans 4x slow at efficiency 0.5 fit 1, not 2
+    capped = calibrate.fit([(replace(row, id=f"c{i}"), 4.0, 1.0) for i in range(3)], defaults)
     assert capped["constants"]["matmul_efficiency"]["fitted"] == pytest.approx(1.0)
+    # too few rows to fit: the constant stays at its default
+    few = calibrate.fit(items[:2], defaults)
+    assert few["constants"]["matmul_efficiency"]["fitted"] == 0.5 and few["rows"]["r0"]["fitted"] == 1.25
 
 
 def test_a_row_is_planned_by_the_planner_command(tmp_path):

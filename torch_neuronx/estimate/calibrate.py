@@ -154,6 +154,8 @@ def plan_row(row: Row, models: dict, *, timeout: float = 1800.0, env: dict | Non
 
 def _reason(text: str, code: int) -> str:
     """The planner's message: its `error:` line, else the exception line of a traceback."""
+    if code < 0:
+        return f"the planner was killed by signal {-code} (out of host memory?): plan this row alone"
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     for ln in reversed(lines):
         if "error:" in ln or re.match(r"^[\w.]+(Error|Exception|Exit)\b", ln):
@@ -205,9 +207,13 @@ def rescaled(ratio: float, share: float, default: float, value: float) -> float:
     return ratio * (1 - share + share * default / value)
 
 
+MIN_ROWS_TO_FIT = 3     # fewer rows than this leave a constant at its default (reported as such)
+
+
 def fit_value(items: list[tuple[float, float]], default: float) -> float:
-    """The efficiency in (0.05, 1] minimising the squared log ratios of (ratio, share) rows."""
-    if not items:
+    """The efficiency in (0.05, 1] minimising the squared log ratios of (ratio, share) rows; the
+    default when there are fewer than MIN_ROWS_TO_FIT rows."""
+    if len(items) < MIN_ROWS_TO_FIT:
         return default
     grid = [0.05 + 0.0025 * k for k in range(381)]       # 0.05 .. 1.0
     return min(grid, key=lambda v: sum(math.log(rescaled(r, s, default, v)) ** 2 for r, s in items))
@@ -265,6 +271,8 @@ def build(rows: list[Row], cache: dict) -> dict:
     fitted = fit(usable, DEFAULTS)
     for line in table:
         line.update({k: fitted["rows"].get(line["id"], {}).get(k) for k in ("fitted", "leave_one_out")})
+    for c in fitted["constants"].values():
+        c["note"] = "" if c["rows"] >= MIN_ROWS_TO_FIT else f"not fitted: {c['rows']} rows, {MIN_ROWS_TO_FIT} needed"
     return {"rows": table, "constants": fitted["constants"],
             "default": summary([r for _, r, _ in usable]),
             "fitted": summary([fitted["rows"][row.id]["fitted"] for row, _, _ in usable]),
@@ -288,9 +296,9 @@ def markdown(result: dict) -> str:
         s = result[name]
         lines.append(f"| {name} | {s['rows']} | {_f(s['median_abs_log_ratio'], '{:.3f}')} | "
                      f"{_f(s['within_1.25x'], '{:.0%}')} | {_f(s['within_1.5x'], '{:.0%}')} |")
-    lines += ["", "| constant | default | fitted | rows |", "|---|---|---|---|"]
+    lines += ["", "| constant | default | fitted | rows | note |", "|---|---|---|---|---|"]
     for name, c in result["constants"].items():
-        lines.append(f"| {name} | {c['default']:.3g} | {c['fitted']:.3g} | {c['rows']} |")
+        lines.append(f"| {name} | {c['default']:.3g} | {c['fitted']:.3g} | {c['rows']} | {c.get('note', '')} |")
     lines.append(f"\n{result['rows_compared']} of {result['rows_total']} rows compared; sources and releases: "
                  "torch_neuronx/estimate/calibration/published.csv, docs/calibration.md.")
     return "\n".join(lines)

@@ -134,6 +134,8 @@ VECTOR = {
     "linalg_vector_norm": ("reduction", 1), "var_mean": ("reduction", 2), "var": ("reduction", 2),
     "std": ("reduction", 2), "logsumexp": ("reduction", 2), "masked_scatter": ("copy", 1),
     "native_dropout": ("elementwise", 2),
+    # FSDP2's copy-in/out of flat parameter and gradient buffers: data movement
+    "chunk_cat": ("copy", 1), "all_gather_copy_in": ("copy", 1), "split_with_sizes_copy": ("copy", 1),
 }
 # Indexed reads: only the gathered rows of the source (the first argument) move, not the table
 # (an embedding lookup reads batch x hidden, not vocab x hidden).
@@ -193,6 +195,11 @@ def touched_bytes(t: torch.Tensor) -> int:
 def classify(func) -> tuple[str, str, int, bool]:
     """(category, engine, passes over the elements, modelled) of an op without a FLOP formula."""
     name = func._overloadpacket.__name__.rstrip("_")
+    if name.startswith("_foreach_"):
+        # one elementwise op over every tensor of its lists (the optimizer's multi-tensor steps)
+        base = name[len("_foreach_"):]
+        engine = "scalar" if base in SCALAR else "vector"
+        return "elementwise", engine, VECTOR.get(base, ("elementwise", 1))[1], True
     if name in VECTOR:
         category, passes = VECTOR[name]
         engine = "scalar" if name in SCALAR else ("dma" if category == "copy" else "vector")

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import torch
+
 from . import formulas
 from .hardware import LOW_PRECISION, Hardware, dtype_name
 from .hardware import hardware as _hardware
@@ -140,6 +142,9 @@ def op_estimate(func, args, kwargs, out, *, hardware: Hardware | None = None,
     if not every:
         return roofline(name, category, engine, 0, 0, 0.0, hw, launch, "", modelled)
     elems = max(t.numel() for t in every)
+    if packet.startswith("_foreach_"):    # the op runs over every tensor of its first list
+        first = args[0] if args and isinstance(args[0], (list, tuple)) else every
+        elems = sum(t.numel() for t in first if isinstance(t, torch.Tensor)) or elems
     if moved is not None:   # indexed reads/writes touch only the moved elements
         elems = max(1, moved // max(1, every[0].element_size()))
     dtype = _vector_dtype(every)
