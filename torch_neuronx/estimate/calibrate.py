@@ -81,7 +81,8 @@ class Row:
     def layout_key(self) -> str:
         if self.training:
             return (f"train {self.model} {self.instance} nodes={self.nodes} tp={self.tp} dp={self.dp} "
-                    f"pp={self.pp} global_batch={self.batch} seq={self.seq_len} zero1={'ZeRO-1' in self.notes}")
+                    f"pp={self.pp} global_batch={self.batch} seq={self.seq_len} zero1={'ZeRO-1' in self.notes} "
+                    f"checkpointing={'checkpointing' in self.notes}")
         return (f"generate {self.model} {self.instance} nodes={self.nodes} tp={self.tp} batch={self.batch} "
                 f"input={self.input_tokens}")
 
@@ -122,6 +123,8 @@ def plan_argv(row: Row, config_dir: str, out: str) -> list[str]:
                 str(row.batch), "--seq-len", str(row.seq_len)]
         if "ZeRO-1" in row.notes:
             argv += ["--dp", str(row.dp), "--zero1"]
+        if "checkpointing" in row.notes:
+            argv.append("--gradient-checkpointing")
         return argv
     return ["generate", *common, "--batch", str(row.batch), "--input-tokens", str(row.input_tokens),
             "--output-tokens", str(DECODE_STEPS_PLANNED)]
@@ -332,6 +335,9 @@ def main(argv: list[str] | None = None) -> int:
             done.add(key)
             print(f"planning {key} ...", file=sys.stderr, flush=True)
             cache[key] = plan_row(row, models, timeout=args.timeout)
+            # layouts no row stands for any more (a row's layout changed) leave the cache
+            current = {r.layout_key() for r in load_rows()}
+            cache = {k: v for k, v in cache.items() if k in current}
             cache_path.write_text(json.dumps(cache, indent=1, sort_keys=True) + "\n")
     result = build(rows, cache)
     print(markdown(result))
