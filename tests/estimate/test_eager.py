@@ -127,3 +127,19 @@ def test_estimation_errors_never_break_the_program(monkeypatch):
         with torch_neuronx.estimate() as est:
             y = x * 2
     assert torch.equal(y.cpu(), x.cpu() * 2) and "aten.mul" in est.unmodelled
+
+
+def test_optimizer_foreach_ops_are_modelled_over_every_tensor():
+    """AdamW's multi-tensor steps (_foreach_lerp_, _foreach_addcmul_, ...) are elementwise work over
+    every tensor of their lists, not unmodelled ops."""
+    params = [torch.randn(256, 256, device="neuron", requires_grad=True) for _ in range(3)]
+    for p in params:
+        p.grad = torch.randn_like(p)
+    opt = torch.optim.AdamW(params, foreach=True)
+    opt.step()
+    with torch_neuronx.estimate() as est:
+        opt.step()
+    ops = est.by_op()
+    assert not est.unmodelled, est.unmodelled
+    lerp = ops["aten._foreach_lerp_"]
+    assert lerp["bytes"] >= 3 * 2 * 4 * 256 * 256      # reads exp_avg and grads of three params

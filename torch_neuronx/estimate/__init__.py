@@ -17,7 +17,8 @@ Contract (stable; the profiler device track and the dry-run planner build on it)
         est.summary(), est.to_json(). Zero cost outside it; never changes results.
 
 Layout: hardware.py (per-logical-core view of `neuron_hardware`), assumptions.py (named,
-overridable), formulas.py (FLOPs, bytes, engines), ops.py (per-op roofline), graphs.py (compiled
+overridable), formulas.py (FLOPs, bytes, engines), ops.py (per-op roofline), decompose.py (ops
+without a formula costed from their decomposition), graphs.py (compiled
 graphs as fused programs), collectives.py (c10d), mode.py (the dispatch mode), report.py.
 See docs/estimate.md.
 """
@@ -27,11 +28,12 @@ import sys
 import types
 
 from .api import Estimate, estimate
-from .formulas import register_flops
+from .formulas import UnmodelledOpError, register_flops
 from .hardware import Hardware, hardware
 from .ops import OpEstimate, op_estimate
 
-__all__ = ["Estimate", "Hardware", "OpEstimate", "estimate", "hardware", "op_estimate", "register_flops"]
+__all__ = ["Estimate", "Hardware", "OpEstimate", "UnmodelledOpError", "estimate", "hardware", "op_estimate",
+           "register_flops"]
 
 
 class _CallableModule(types.ModuleType):

@@ -56,13 +56,18 @@ class Estimate(Report):
     """
 
     def __init__(self, instance: str | None = None, lnc: int | None = None, *,
-                 assumptions: dict | None = None, include_fake: bool = False) -> None:
+                 assumptions: dict | None = None, include_fake: bool = False,
+                 strict: bool | None = None) -> None:
+        from ..runtime import env
+
         try:
             hw = _hardware(instance, lnc, assumptions=assumptions)
         except ValueError as err:   # name the argument the caller used
             raise ValueError(str(err).replace("instance_type=", "instance=", 1)) from None
         super().__init__(hw)
         self._include_fake = include_fake
+        # strict: an op without a cost model raises instead of being listed (default: the env)
+        self.strict = bool(env.parse_flag(env.ESTIMATE_STRICT)) if strict is None else bool(strict)
         self._suppress = 0
         self._mode = None
         self._tracker = None
@@ -106,12 +111,22 @@ class Estimate(Report):
         _publish_flops(device, e.flops)
         modules, phase = self._where()
         if not e.modelled:
-            self.unmodelled.add(e.name)
+            self.no_model(e.name)
         self.record("op", e.name, e.seconds, e.category, launch_s=e.launch_s, flops=e.flops,
                     nbytes=e.bytes, bound=e.bound, device=device, phase=phase, modules=modules)
 
+    def no_model(self, name: str) -> None:
+        """An op the cost model could not cost: listed in the report; an error when strict."""
+        self.unmodelled.add(name)
+        if self.strict:
+            from .formulas import UnmodelledOpError
+
+            raise UnmodelledOpError(name)
+
     def record_graph(self, g, device: int, phase: str | None = None) -> None:
         _publish_flops(device, g.flops)
+        for name in g.unmodelled:
+            self.no_model(name)
         modules, here = self._where()
         self.record("graph", g.name, g.seconds, "graph", launch_s=g.launch_s, flops=g.flops,
                     nbytes=g.bytes, bound=g.bound, device=device, phase=phase or here,
@@ -180,7 +195,7 @@ def _rank() -> tuple[int, int]:
 
 
 def estimate(instance: str | None = None, lnc: int | None = None, *, assumptions: dict | None = None,
-             include_fake: bool = False) -> Estimate:
+             include_fake: bool = False, strict: bool | None = None) -> Estimate:
     """Collect estimated Trainium device time of the code run inside `with`.
 
     Args:
@@ -188,5 +203,8 @@ def estimate(instance: str | None = None, lnc: int | None = None, *, assumptions
         lnc: logical core size 1 or 2 (default NEURON_LOGICAL_NC_CONFIG, else the chip's default).
         assumptions: overrides of named assumptions, e.g. {"eager_launch_s": 20e-6}.
         include_fake: also estimate ops on FakeTensors (shape-only dry runs).
+        strict: an op with no cost model (no FLOP formula, engine class or decomposition) raises
+            UnmodelledOpError instead of being listed in the report (default
+            TORCH_NEURONX_ESTIMATE_STRICT, else False).
     """
-    return Estimate(instance, lnc, assumptions=assumptions, include_fake=include_fake)
+    return Estimate(instance, lnc, assumptions=assumptions, include_fake=include_fake, strict=strict)

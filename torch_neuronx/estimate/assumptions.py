@@ -68,10 +68,23 @@ class Assumptions:
     # read and written at the rate one CPU op streams host memory (no published figure: 20 GB/s).
     cpu_fallback_op_s: float = 20e-6
     host_memory_bytes_per_s: float = 20e9
+    # TorchNeuron eager runs asynchronously: "ops are enqueued to the device asynchronously" and
+    # PyTorch synchronizes on device-to-host copies and value access (AWS Neuron docs,
+    # frameworks/torch/pytorch-native-overview). 1: an op's launch overlaps the device work queued
+    # before it, so only the device's idle time waiting for a launch counts, in full after a sync
+    # (.item(), a copy to the host); 0: every launch is serial with the device work.
+    eager_async: float = 1.0
+    # Adaptive Eager Execution fuses runs of queued eager ops "based on fusion heuristics" into
+    # single ops (same page; deterministic mode turns it off). The heuristics are not published;
+    # we assume consecutive elementwise ops on one device fuse: one launch for the run, and a
+    # tensor one op of the run produces and the next reads never makes the HBM round trip.
+    # 1: on (unless torch.use_deterministic_algorithms is set); 0: every op its own kernel.
+    eager_fusion: float = 1.0
 
 
 DEFAULTS = Assumptions()
 NAMES = tuple(f.name for f in fields(Assumptions))
+SWITCHES = ("eager_async", "eager_fusion")
 
 
 def _bad(source: str, message: str) -> env.NeuronEnvironmentError:
@@ -94,6 +107,8 @@ def merge(base: Assumptions, values: dict, source: str) -> Assumptions:
             raise _bad(source, f"{name}={raw!r} is a bandwidth: use a value > 0")
         if name.endswith("_efficiency") and not (0 < value <= 1):
             raise _bad(source, f"{name}={raw!r} is an efficiency: use a value in (0, 1]")
+        if name in SWITCHES and value not in (0.0, 1.0):
+            raise _bad(source, f"{name}={raw!r} is a switch: use 1 (on) or 0 (off)")
         changes[name] = value
     return replace(base, **changes)
 

@@ -134,7 +134,33 @@ VECTOR = {
     "linalg_vector_norm": ("reduction", 1), "var_mean": ("reduction", 2), "var": ("reduction", 2),
     "std": ("reduction", 2), "logsumexp": ("reduction", 2), "masked_scatter": ("copy", 1),
     "native_dropout": ("elementwise", 2),
+    # FSDP2's copy-in/out of flat parameter and gradient buffers: data movement
+    "chunk_cat": ("copy", 1), "all_gather_copy_in": ("copy", 1), "split_with_sizes_copy": ("copy", 1),
 }
+# Indexed reads: only the gathered rows of the source (the first argument) move, not the table
+# (an embedding lookup reads batch x hidden, not vocab x hidden).
+GATHER = {"embedding", "index_select", "gather", "index", "_unsafe_index"}
+# Indexed writes in place: only the written rows move (a static KV cache's index_copy_ writes the
+# new tokens, not the cache).
+SCATTER_INPLACE = {"index_copy_", "index_put_", "scatter_", "scatter_add_", "index_add_", "masked_scatter_",
+                   "_index_put_impl_", "index_fill_", "masked_fill_"}
+
+
+def moved_bytes(func, ins, outs) -> int | None:
+    """HBM bytes of an indexed read or in-place indexed write (None: not one of those)."""
+    name = func._overloadpacket.__name__
+    if name in GATHER and ins and outs:
+        # the rows read equal the output; the index tensors are read once
+        return sum(touched_bytes(t) for t in ins[1:]) + 2 * sum(touched_bytes(t) for t in outs)
+    if name in SCATTER_INPLACE and ins:
+        # read the index and the values, write as many bytes into the destination
+        rest = ins[1:]
+        values = max((touched_bytes(t) for t in rest if t.is_floating_point() or t.dtype == ins[0].dtype),
+                     default=0)
+        return sum(touched_bytes(t) for t in rest) + values
+    return None
+
+
 # metadata-only ops: no device work at all
 FREE = {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "detach",
         "lift_fresh", "alias", "_local_scalar_dense", "sym_size", "sym_stride", "sym_numel",
@@ -169,6 +195,11 @@ def touched_bytes(t: torch.Tensor) -> int:
 def classify(func) -> tuple[str, str, int, bool]:
     """(category, engine, passes over the elements, modelled) of an op without a FLOP formula."""
     name = func._overloadpacket.__name__.rstrip("_")
+    if name.startswith("_foreach_"):
+        # one elementwise op over every tensor of its lists (the optimizer's multi-tensor steps)
+        base = name[len("_foreach_"):]
+        engine = "scalar" if base in SCALAR else "vector"
+        return "elementwise", engine, VECTOR.get(base, ("elementwise", 1))[1], True
     if name in VECTOR:
         category, passes = VECTOR[name]
         engine = "scalar" if name in SCALAR else ("dma" if category == "copy" else "vector")
@@ -182,6 +213,20 @@ def classify(func) -> tuple[str, str, int, bool]:
 
 
 _warned: set[str] = set()
+
+
+class UnmodelledOpError(RuntimeError):
+    """Under a strict estimate (`estimate(strict=True)`, TORCH_NEURONX_ESTIMATE_STRICT=1), an op
+    the cost model has no formula, engine class or decomposition for."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"torch_neuronx.estimate(strict=True): no cost model for {name} (no FLOP formula, not a "
+            "known Vector/Scalar-engine op, no decomposition). Register a FLOP formula with "
+            "torch_neuronx.estimate.register_flops, or a decomposition with torch_neuronx.estimate."
+            "decompose.reference, or estimate without strict (it is then listed in the report and "
+            "counted as a Vector-engine op).")
+        self.op = name
 
 
 def warn_unmodelled(name: str) -> None:

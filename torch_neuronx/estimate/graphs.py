@@ -45,6 +45,7 @@ class GraphEstimate:
     eager_bytes: int = 0
     eager_launches: int = 0
     categories: dict = field(default_factory=dict)
+    unmodelled: tuple = ()         # ops of the graph the cost model has no model for
 
     def breakdown(self) -> dict:
         return {"ops": self.ops, "kernels": self.kernels, "launches": 1, "hbm_bytes": self.bytes,
@@ -181,6 +182,7 @@ def program(calls, out_keys, hw: Hardware, name: str) -> dict[str, GraphEstimate
         g.bound = "launch" if g.launch_s > g.seconds - g.launch_s else (
             "compute" if g.compute_s >= g.memory_s else "memory")
         g.ops, g.kernels = len(ops), len(mine)
+        g.unmodelled = tuple(sorted({p[5].name for p in ops if not p[5].modelled}))
         g.eager_launches = len(ops)
         g.eager_bytes = sum(p[5].bytes for p in ops)
         g.eager_seconds = sum(p[5].seconds for p in ops) + len(ops) * hw.assumptions.eager_launch_s

@@ -10,7 +10,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from . import fallbacks, formulas
+from . import eager, fallbacks, formulas
 from .ops import op_estimate
 
 _NEURON = "privateuseone"
@@ -41,6 +41,7 @@ class EstimateMode(TorchDispatchMode):
         super().__init__()
         self.est = est
         self.include_fake = include_fake
+        self.fuser = eager.Fuser()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -54,14 +55,20 @@ class EstimateMode(TorchDispatchMode):
         if device is None:
             return out
         try:
-            e = fallbacks.charge(func, args, kwargs, out, est.hardware)  # a CPU_FALLBACK op: host cost
-            if e is None:
-                e = op_estimate(func, args, kwargs, out, hardware=est.hardware)
+            fallback = fallbacks.charge(func, args, kwargs, out, est.hardware)  # a CPU_FALLBACK op
+            e = fallback if fallback is not None else op_estimate(func, args, kwargs, out, hardware=est.hardware)
         except Exception as err:  # noqa: BLE001 - estimation must never break the program
             formulas.warn_unmodelled(f"{formulas.op_name(func)} ({type(err).__name__}: {err})")
-            est.unmodelled.add(formulas.op_name(func))
+            est.no_model(formulas.op_name(func))
+            return out
+        if fallback is not None or eager.is_host_sync(func, args, kwargs, out):
+            # A CPU fallback copies its inputs to the host: like .item(), the queue drains first.
+            if e.bound != "none":
+                est.record_op(e, device)
+            est.host_sync(device)       # the queue drains; a print is a fusion boundary too
+            self.fuser.boundary()
             return out
         if e.bound == "none":
             return out
-        est.record_op(e, device)
+        est.record_op(self.fuser.apply(e, func, args, kwargs, out, device, est.hardware), device)
         return out

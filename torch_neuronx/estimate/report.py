@@ -30,18 +30,35 @@ class Report:
     def __init__(self, hw) -> None:
         self.hardware = hw
         self.events: list[Event] = []
-        self._clock: dict[int, float] = defaultdict(float)
+        self._clock: dict[int, float] = defaultdict(float)   # device stream: when it is next free
+        self._host: dict[int, float] = defaultdict(float)    # when the host has enqueued the last launch
         self.unmodelled: set[str] = set()
 
     # ---- recording ---------------------------------------------------------
     def record(self, kind, name, seconds, category, *, launch_s=0.0, flops=0, nbytes=0, bound="",
                device=0, phase="forward", modules=(), detail=None) -> Event:
+        """Lay out one activity of `seconds` (its `launch_s` included) on its device's stream.
+
+        Asynchronous execution (assumption eager_async): the host enqueues each launch as soon as
+        the previous one is enqueued, so a launch overlaps the device work queued before it and
+        only the device's idle wait for it counts; it is then recorded as the event's launch_s."""
         start = self._clock[device]
+        if self.hardware.assumptions.eager_async and launch_s > 0:
+            body = seconds - launch_s
+            ready = self._host[device] + launch_s
+            self._host[device] = ready
+            launch_s = max(0.0, ready - start)     # the device idles until the launch is done
+            seconds = launch_s + body
         self._clock[device] = start + seconds
         ev = Event(kind, name, seconds, category, launch_s, int(flops), int(nbytes), bound, device,
                    start, phase, tuple(modules), detail or {})
         self.events.append(ev)
         return ev
+
+    def host_sync(self, device: int = 0) -> None:
+        """The host waits for `device`'s queue to drain (.item(), a copy to the host): the next
+        launch can no longer overlap queued work."""
+        self._host[device] = max(self._host[device], self._clock[device])
 
     # ---- totals ----------------------------------------------------------
     @property

@@ -1,0 +1,81 @@
+"""The calibration table: its rows cite their public source, its statistics and leave-one-out fit
+are the stated formulas, and a row is planned by the same planner command a user runs (a tiny
+model here; the shipped rows are full size, planned by `--plan-missing` and cached)."""
+import math
+from dataclasses import replace
+from urllib.parse import urlparse
+
+import pytest
+
+from torch_neuronx.estimate import calibrate
+from torch_neuronx.estimate.assumptions import DEFAULTS
+
+
+def test_rows_cite_sources_and_known_models():
+    rows = calibrate.load_rows()
+    models = calibrate.load_models()
+    assert len(rows) >= 40 and len({r.id for r in rows}) == len(rows)
+    for r in rows:
+        for url in r.source.split(" ; "):
+            assert urlparse(url).scheme == "https" and urlparse(url).netloc, (r.id, url)
+        assert r.release and r.published > 0 and r.model in models, r.id
+        assert r.metric in calibrate.METRICS
+    for name, arch in models.items():
+        assert arch["source"].startswith("huggingface.co/"), name
+
+
+def test_statistics_are_the_stated_formulas():
+    s = calibrate.summary([1.0, 1.2, 1.4, 0.5])
+    logs = sorted(abs(math.log(x)) for x in (1.0, 1.2, 1.4, 0.5))
+    assert s["median_abs_log_ratio"] == pytest.approx((logs[1] + logs[2]) / 2)
+    assert s["within_1.25x"] == 0.5 and s["within_1.5x"] == 0.75 and s["rows"] == 4
+    # a constant rescales only the share of the time it bounds, as 1 / efficiency
+    assert calibrate.rescaled(2.0, 0.5, 0.5, 1.0) == pytest.approx(1.5)
+    assert calibrate.bound_share("matmul_efficiency", {"matmul": 3.0, "collective:all_reduce": 1.0}) == 0.75
+    assert calibrate.bound_share("hbm_efficiency", {"matmul": 3.0, "launch": 1.0}) == 0.75
+
+
+def test_fit_and_leave_one_out():
+    """Three TTFT rows planned 1.25x slow and one 2x slow, all TensorE-bound: the fitted
+    matmul_efficiency is the default x their geometric mean; each row's leave-one-out ratio comes
+    from the fit on the other three."""
+    row = calibrate.Row("a", "https://x", "r", "Llama-2-7b", "trn1.32xlarge", 1, 32, 1, 1, 1, 4096, 128, 128,
+                        "ttft_ms", 10.0, "")
+    ratios = [1.25, 1.25, 1.25, 2.0]
+    items = [(replace(row, id=f"r{i}"), r, 1.0) for i, r in enumerate(ratios)]
+    defaults = replace(DEFAULTS, matmul_efficiency=0.5)
+    out = calibrate.fit(items, defaults)
+    geo = math.exp(sum(math.log(r) for r in ratios) / 4)
+    assert out["constants"]["matmul_efficiency"]["fitted"] == pytest.approx(0.5 * geo, abs=0.002)
+    assert out["rows"]["r3"]["leave_one_out"] == pytest.approx(2.0 / 1.25, rel=0.005)   # the others fit 1.25x
+    others = math.exp((2 * math.log(1.25) + math.log(2.0)) / 3)
+    assert out["rows"]["r0"]["leave_one_out"] == pytest.approx(1.25 / others, rel=0.005)
+    # an efficiency never exceeds 1: plans 4x slow at efficiency 0.5 fit 1, not 2
+    capped = calibrate.fit([(replace(row, id=f"c{i}"), 4.0, 1.0) for i in range(3)], defaults)
+    assert capped["constants"]["matmul_efficiency"]["fitted"] == pytest.approx(1.0)
+    # too few rows to fit: the constant stays at its default
+    few = calibrate.fit(items[:2], defaults)
+    assert few["constants"]["matmul_efficiency"]["fitted"] == 0.5 and few["rows"]["r0"]["fitted"] == 1.25
+
+
+def test_a_row_is_planned_by_the_planner_command(tmp_path):
+    tiny = {"Tiny": {"source": "huggingface.co/none (test)", "model_type": "llama", "vocab_size": 256,
+                     "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                     "num_attention_heads": 4, "num_key_value_heads": 4, "tie_word_embeddings": False}}
+    ttft = calibrate.Row("tiny-ttft", "https://example.org", "r", "Tiny", "trn2.3xlarge", 1, 2, 1, 1, 2, 64,
+                         16, 8, "ttft_ms", 1.0, "")
+    tpot = replace(ttft, id="tiny-tpot", metric="tpot_ms", published=0.5)
+    assert ttft.layout_key() == tpot.layout_key()          # one plan serves both rows
+    entry = calibrate.plan_row(ttft, tiny, timeout=600)
+    assert "report" in entry, entry
+    assert entry["argv"][:1] == ["generate"] and "--tp" in entry["argv"]
+    result = calibrate.build([ttft, tpot], {ttft.layout_key(): entry})
+    by_id = {r["id"]: r for r in result["rows"]}
+    assert by_id["tiny-ttft"]["ratio"] == pytest.approx(entry["report"]["ttft_ms"] / 1.0)
+    assert by_id["tiny-tpot"]["ratio"] == pytest.approx(entry["report"]["tpot_ms"] / 0.5)
+    assert result["rows_compared"] == 2 and "planned/published" in calibrate.markdown(result)
+    # a layout the planner refuses is listed with its reason, not compared
+    bad = replace(ttft, id="bad", tp=3)
+    refused = calibrate.plan_row(bad, tiny, timeout=600)
+    assert "refused" in refused and "TP x FSDP x PP = 3" in refused["refused"]
+    assert "planner refused" in calibrate.build([bad], {bad.layout_key(): refused})["rows"][0]["status"]
