@@ -74,15 +74,15 @@ def test_op_with_a_torch_decomposition_counts_its_matmul():
 def test_unmodelled_op_raises_under_strict_and_env(monkeypatch):
     from torch_neuronx.estimate import formulas
 
-    monkeypatch.setattr(formulas, "_warned", set())   # other tests see histc's first warning
-    x = torch.randn(16, device="neuron")
-    with pytest.raises(UnmodelledOpError, match=r"no cost model for aten\.histc.*register_flops"):
+    monkeypatch.setattr(formulas, "_warned", set())   # other tests see the op's first warning
+    x = torch.randn(8, 4, device="neuron")   # _pdist_forward: a Core ATen op (on the device) with no model
+    with pytest.raises(UnmodelledOpError, match=r"no cost model for aten\._pdist_forward.*register_flops"):
         with torch_neuronx.estimate(strict=True):
-            torch.histc(x, bins=4)
+            torch.ops.aten._pdist_forward(x, 2.0)
     monkeypatch.setenv("TORCH_NEURONX_ESTIMATE_STRICT", "1")
     with pytest.raises(UnmodelledOpError):
         with torch_neuronx.estimate():
-            torch.histc(x, bins=4)
+            torch.ops.aten._pdist_forward(x, 2.0)
     monkeypatch.setenv("TORCH_NEURONX_ESTIMATE_STRICT", "maybe")
     with pytest.raises(RuntimeError, match="TORCH_NEURONX_ESTIMATE_STRICT='maybe' is not a switch"):
         torch_neuronx.estimate()
@@ -90,8 +90,8 @@ def test_unmodelled_op_raises_under_strict_and_env(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with torch_neuronx.estimate() as est:   # not strict: listed in the report
-            torch.histc(x, bins=4)
-    assert "aten.histc" in est.unmodelled and "aten.histc" in est.to_json()
+            torch.ops.aten._pdist_forward(x, 2.0)
+    assert "aten._pdist_forward" in est.unmodelled and "aten._pdist_forward" in est.to_json()
 
 
 def test_compiled_graph_lists_its_unmodelled_ops(monkeypatch):

@@ -176,8 +176,9 @@ _local = threading.local()     # recursion depth: a decomposition may reach anot
 _MAX_DEPTH = 4
 
 
-def parts(func, args, kwargs, hw) -> Parts | None:
-    """The summed cost of `func`'s decomposition on `hw`, or None when it has none (or it fails)."""
+def parts(func, args, kwargs, hw, cost_part) -> Parts | None:
+    """The summed cost of `func`'s decomposition on `hw`, each part costed by `cost_part` (ops.op_estimate,
+    passed in so that this module does not import its caller), or None when it has none (or it fails)."""
     fn = find(func)
     if fn is None:
         return None
@@ -191,8 +192,6 @@ def parts(func, args, kwargs, hw) -> Parts | None:
         key = None
     if key is not None and key in _cache:
         return _cache[key]
-    from .ops import op_estimate
-
     _local.depth = depth + 1
     try:
         with _disable_current_modes(), torch.no_grad():
@@ -200,7 +199,7 @@ def parts(func, args, kwargs, hw) -> Parts | None:
             rec = _Recorder()
             with rec:
                 fn(*margs, **mkwargs)
-            ests = [op_estimate(f, a, k, o, hardware=hw, launch_s=0.0) for f, a, k, o in rec.calls]
+            ests = [cost_part(f, a, k, o, hardware=hw, launch_s=0.0) for f, a, k, o in rec.calls]
     except Exception:  # noqa: BLE001 - no decomposition runs on these inputs: the op stays unmodelled
         ests = []
     finally:

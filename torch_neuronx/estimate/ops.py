@@ -82,9 +82,9 @@ def _pipeline_fill_s(flops, ins, outs, nbytes, hw: Hardware) -> float:
 def _decomposed(name, func, args, kwargs, hw: Hardware, launch: float) -> OpEstimate | None:
     """A fused or composite op without a formula, costed as the sum of its decomposition's ops
     (decompose.py), with one launch; None when it has no decomposition."""
-    from . import decompose
+    from . import decompose   # lazily: it imports torch._decomp on first use
 
-    p = decompose.parts(func, args, kwargs, hw)
+    p = decompose.parts(func, args, kwargs, hw, op_estimate)   # each part costed as any op
     if p is None:
         return None
     body = p.seconds
