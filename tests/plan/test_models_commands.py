@@ -114,10 +114,10 @@ def test_zero1_shards_the_optimizer_state_over_the_dp_replicas(tiny_config_dir, 
     assert r["peak_hbm_bytes_per_core"] < mem["parameters"] * 2 + unsharded   # not the unsharded state
 
 
-def test_zero1_with_tensor_parallel_is_refused_with_the_fix(tiny_config_dir, plan_env, tmp_path, capsys):
+def test_zero1_with_fsdp_is_refused_with_the_fix(tiny_config_dir, plan_env, tmp_path, capsys):
     with pytest.raises(SystemExit) as err:
-        train_main(["--config", tiny_config_dir, "--tp", "2", "--dp", "2", "--zero1", "--instance", "trn2.3xlarge",
+        train_main(["--config", tiny_config_dir, "--tp", "2", "--fsdp", "2", "--zero1", "--instance", "trn2.3xlarge",
                     "--lnc", "2", "--real"])
     assert err.value.code == 2
     message = capsys.readouterr().err
-    assert "--zero1 with --tp 2 --fsdp 1" in message and "use --fsdp N" in message
+    assert "--zero1 with --fsdp 2" in message and "--tp N --dp M" in message

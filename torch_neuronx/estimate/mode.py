@@ -14,6 +14,18 @@ from . import eager, fallbacks, formulas
 from .ops import op_estimate
 
 _NEURON = "privateuseone"
+_PLAIN_DISPATCH = torch.Tensor.__torch_dispatch__   # plain tensors and Parameters do not override it
+
+
+def _wrapper_subclass(args, kwargs) -> bool:
+    """An argument is a tensor subclass with its own dispatch (DTensor, FSDP's and TP's shards, ...),
+    other than FakeTensor (tracing): the subclass must dispatch first, so that the ops it runs on its
+    local tensors, the shapes a core really computes, are the ones estimated."""
+    for t in tree_flatten((args, kwargs))[0]:
+        if isinstance(t, torch.Tensor) and type(t).__torch_dispatch__ is not _PLAIN_DISPATCH \
+                and not isinstance(t, torch._subclasses.FakeTensor):
+            return True
+    return False
 
 
 def _device_of(leaves, include_fake: bool) -> int | None:
@@ -44,6 +56,11 @@ class EstimateMode(TorchDispatchMode):
         self.fuser = eager.Fuser()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if any(t is not torch.Tensor and t is not torch.nn.Parameter for t in types) \
+                and _wrapper_subclass(args, kwargs):
+            # A DTensor op carries global shapes: costing it here charged every TP rank the whole
+            # matmul. Let the subclass run; its local ops (this core's shards) come back to this mode.
+            return NotImplemented
         out = func(*args, **(kwargs or {}))
         est = self.est
         if est._suppress:

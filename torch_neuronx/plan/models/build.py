@@ -26,16 +26,38 @@ def _quiet_loading():
         hf_logging.set_verbosity(level)
 
 
-def build_causal_lm(config, dtype: torch.dtype, tp: int = 1, fsdp: int = 1, dp: int = 1):
+def replicated_kv_config(config, tp: int):
+    """The config as TP ranks hold it: with TP above the KV-head count, each rank keeps one KV head
+    (NxD Inference's GQA replication: every KV head is copied to TP / KV ranks), i.e. the model TP
+    shards has `tp` KV heads, each copy's weights and KV cache counted on its rank."""
+    import copy
+
+    from .layout import kv_replication
+
+    copies = kv_replication(tp, config)
+    if copies <= 1:
+        return config
+    built = copy.deepcopy(config)
+    text = built.get_text_config() if hasattr(built, "get_text_config") else built
+    if getattr(text, "head_dim", None) is None:   # keep head_dim = hidden / heads of the real model
+        text.head_dim = text.hidden_size // text.num_attention_heads
+    text.num_key_value_heads = text.num_key_value_heads * copies
+    return built
+
+
+def build_causal_lm(config, dtype: torch.dtype, tp: int = 1, fsdp: int = 1, dp: int = 1, ep: int = 1):
     """The model on neuron:0: this rank's shard of DistributedConfig(tp_size, fsdp_size,
-    dp_replicate_size) when tp x fsdp x dp > 1 (the process group must have that many ranks)."""
+    dp_replicate_size, ep_size) when tp x fsdp x dp > 1 (the process group must have that many
+    ranks); KV heads replicated when TP exceeds them (replicated_kv_config)."""
+    config = replicated_kv_config(config, tp)
     cls = causal_lm_class(config)
     kwargs = {}
     if tp * fsdp * dp > 1:
         from transformers.distributed import DistributedConfig
 
         # --fsdp shards as DistributedConfig(fsdp_size) does; --dp replicates (HSDP replicas)
-        kwargs["distributed_config"] = DistributedConfig(tp_size=tp, fsdp_size=fsdp, dp_replicate_size=dp)
+        kwargs["distributed_config"] = DistributedConfig(tp_size=tp, fsdp_size=fsdp, dp_replicate_size=dp,
+                                                         ep_size=ep if ep > 1 else None)
     else:
         kwargs["device_map"] = "neuron:0"
     torch.neuron.set_device(0)

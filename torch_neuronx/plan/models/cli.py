@@ -61,12 +61,17 @@ def train_parser() -> argparse.ArgumentParser:
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
     _common(p)
-    p.add_argument("--pp", type=int, default=1, help="pipeline stages (only 1 is planned)")
+    p.add_argument("--pp", type=int, default=1, help="pipeline stages (outermost in the rank order)")
+    p.add_argument("--pp-schedule", default="1f1b", help="pipeline schedule: gpipe, 1f1b or interleaved")
+    p.add_argument("--pp-chunks", type=int, default=None,
+                   help="model chunks per stage (interleaved's virtual stages; default 2 for interleaved)")
+    p.add_argument("--ep", type=int, default=1, help="expert-parallel degree (MoE configs; a multiple of --tp)")
     p.add_argument("--fsdp", type=int, default=1, help="FSDP shards, as DistributedConfig(fsdp_size)")
     p.add_argument("--dp", type=int, default=None, help="data-parallel replicas (default: the cores left)")
-    p.add_argument("--zero1", action="store_true", help="shard the AdamW state over the DP replicas (ZeroRedundancyOptimizer; --tp 1 --fsdp 1)")
+    p.add_argument("--zero1", action="store_true", help="ZeRO-1: shard the AdamW state over the DP replicas (with --tp: NxD Training's TP x ZeRO-1)")
     p.add_argument("--micro-batch", type=int, default=1)
-    p.add_argument("--global-batch", type=int, default=None, help="default: micro-batch x FSDP x DP")
+    p.add_argument("--global-batch", type=int, default=None,
+                   help="default: micro-batch x FSDP x DP (x 2 x PP x chunks micro-batches with --pp)")
     p.add_argument("--seq-len", type=int, default=2048)
     p.add_argument("--gradient-checkpointing", action="store_true")
 
@@ -136,7 +141,9 @@ def _prepare(args, prog: str):
 
     try:
         layout = make_layout(args.instance, args.lnc, args.nodes, args.tp, getattr(args, "fsdp", 1),
-                             getattr(args, "dp", None), getattr(args, "pp", 1))
+                             getattr(args, "dp", None), getattr(args, "pp", 1),
+                             getattr(args, "pp_schedule", "1f1b"), getattr(args, "pp_chunks", None),
+                             getattr(args, "ep", 1))
         config = load_config(args.config)
     except (LayoutError, ConfigError) as err:
         _fail(prog, str(err))
@@ -189,7 +196,7 @@ def train_main(argv=None) -> int:
 
 def run_train(args) -> int:
     prog = "python -m torch_neuronx.plan train"
-    if args.zero1 and (args.tp > 1 or args.fsdp > 1):   # before the runtime is set up for the layout
+    if args.zero1 and args.fsdp > 1:   # before the runtime is set up for the layout
         from .train import zero1_check
 
         try:
@@ -210,7 +217,14 @@ def run_train(args) -> int:
         _fail(prog, str(err))
     rows = [("step time", _fmt(report["step_time_s"], " s")), ("tokens/s", _fmt(report["tokens_per_s"])),
             ("sequences/s", _fmt(report["sequences_per_s"])), ("MFU", _fmt(report["mfu"], "%", 100, 3)),
-            ("gradient accumulation", str(report["grad_accum_steps"]))]
+            ("gradient accumulation", str(report["grad_accum_steps"])),
+            ("FLOPs per core per step", _fmt(report.get("flops_per_core")))]
+    if report.get("pipeline"):
+        pipe = report["pipeline"]
+        rows.append(("pipeline", f"{pipe['schedule']}, {pipe['stages']} stages x {pipe['chunks_per_stage']} chunks, "
+                                 f"{pipe['microbatches']} micro-batches, bubble {pipe['bubble_fraction']:.1%}"))
+    if report.get("kv_head_copies", 1) > 1:
+        rows.append(("KV heads", f"replicated x{report['kv_head_copies']} ({report['kv_heads_per_rank']} per TP rank)"))
     return _finish(report, args, "train", rows)
 
 

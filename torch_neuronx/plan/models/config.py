@@ -12,13 +12,14 @@ def load_config(path: str):
     """AutoConfig from `path` (config.json or a folder holding one); never downloads."""
     from transformers import AutoConfig
 
+    if os.path.isfile(path) and os.path.basename(path) != "config.json":
+        # a config file of any name (llama.json): AutoConfig reads only <folder>/config.json
+        return _from_file(path)
     folder = os.path.dirname(path) if os.path.isfile(path) else path
     if not os.path.isdir(folder) or not os.path.isfile(os.path.join(folder, "config.json")):
-        raise ConfigError(f"--config {path!r}: no config.json there; pass a transformers config.json or the "
-                          f"folder holding it (examples/configs/ has Qwen3-8B and a 27B Qwen3-style config)")
-    if os.path.isfile(path) and os.path.basename(path) != "config.json":
-        # AutoConfig reads <folder>/config.json; a differently named file is read directly
-        return _from_file(path)
+        raise ConfigError(f"--config {path!r}: no config file there; pass a transformers config file (any "
+                          f"name, e.g. llama.json) or the folder holding its config.json (examples/configs/ "
+                          f"has Llama-3.1 8B/70B/405B, Qwen3-8B and a 27B Qwen3-style config)")
     try:
         return AutoConfig.from_pretrained(folder, local_files_only=True)
     except (ValueError, KeyError, OSError, TypeError) as err:
@@ -32,7 +33,8 @@ def _from_file(path: str):
     from transformers import AutoConfig
 
     try:
-        data = json.load(open(path))
+        with open(path) as f:
+            data = json.load(f)
         model_type = data.pop("model_type")
         return AutoConfig.for_model(model_type, **data)
     except (ValueError, KeyError, TypeError) as err:

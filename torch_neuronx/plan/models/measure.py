@@ -44,6 +44,14 @@ class Region:
     def flops(self, start: int = 0, end: int | None = None) -> int:
         return sum(e.flops for e in self.est.events[start:end])
 
+    def flops_by_category(self, start: int = 0, end: int | None = None) -> dict[str, int]:
+        """FLOPs per category (matmul, attention, graph) of this core: the shapes its ops really ran."""
+        out: dict[str, int] = {}
+        for e in self.est.events[start:end]:
+            if e.flops:
+                out[e.category] = out.get(e.category, 0) + e.flops
+        return out
+
     def by_category(self, start: int = 0, end: int | None = None) -> dict[str, float]:
         out: dict[str, float] = {}
         for e in self.est.events[start:end]:

@@ -31,12 +31,17 @@ def base_report(layout, config, model, region, dtype, dry_run: bool | None = Non
     capacity = region.capacity
     fits = region.oom is None and peak <= capacity
     params = local_bytes(model.parameters()) if model is not None else None
+    kv = _kv_layout(layout, config)
+    count = _parameter_count(model)
+    if count is not None:
+        count -= kv.pop("replica_parameters")   # the model's own parameters, not the KV copies
     return {
         "instance": layout.instance, "lnc": layout.lnc, "nodes": layout.nodes,
         "world_size": layout.world_size, "layout": layout.describe(),
         "tp": layout.tp, "fsdp": layout.fsdp, "dp": layout.dp, "pp": layout.pp,
         "model_type": config.model_type,
-        "parameters": _parameter_count(model),
+        "parameters": count,
+        **kv,
         "dtype": str(dtype).replace("torch.", ""),
         "dry_run": _phantom(),   # phantom device memory: nothing was allocated on the host
         "peak_hbm_bytes_per_core": peak,
@@ -50,6 +55,23 @@ def base_report(layout, config, model, region, dtype, dry_run: bool | None = Non
         "unmodelled_ops": sorted(region.est.unmodelled),
         **dry_run_extras(),
     }
+
+
+def _kv_layout(layout, config) -> dict:
+    """KV heads per TP rank, and whether TP replicates them (TP > KV heads, as NxD Inference does)."""
+    from .layout import kv_replication
+
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    kv = getattr(text, "num_key_value_heads", None) or getattr(text, "num_attention_heads", None)
+    copies = max(kv_replication(layout.tp, text), 1)
+    if not isinstance(kv, int):
+        return {"kv_heads_per_rank": None, "kv_head_copies": 1, "replica_parameters": 0}
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    bias = head_dim if getattr(text, "attention_bias", False) else 0
+    # k_proj and v_proj of every layer gain (copies - 1) x KV heads of [head_dim, hidden] (+ bias)
+    extra = 2 * text.num_hidden_layers * (copies - 1) * kv * (head_dim * text.hidden_size + bias)
+    return {"kv_heads_per_rank": max(kv * copies // layout.tp, 1), "kv_head_copies": copies,
+            "replica_parameters": extra}
 
 
 def _parameter_count(model) -> int | None:
