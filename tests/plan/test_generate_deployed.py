@@ -164,3 +164,26 @@ def test_a_prompt_no_bucket_holds_names_the_fix(plan_env):
     with pytest.raises(ValueError, match="--prefill-chunk-size"):
         pick_bucket(600, [128, 512])
     assert pick_bucket(129, [128, 512]) == 512
+
+
+def test_a_fused_step_moves_the_rows_it_writes_and_gathers():
+    """A static cache's update (index_copy_) writes the new rows, not the cache; an embedding lookup
+    reads the looked-up rows, not the table (estimate/graphs.py's fused program)."""
+    from torch_neuronx.estimate.graphs import estimate_graph
+    from torch_neuronx.estimate.hardware import hardware
+
+    class Step(torch.nn.Module):
+        def forward(self, cache, pos, new, table, ids, w):
+            cache.index_copy_(1, pos, new)                        # kernel 1: the update
+            x = torch.nn.functional.embedding(ids, table)         # (fused with it: no matmul between)
+            return cache.flatten(0, 1) @ w, x                     # kernel 2: reads the whole cache
+
+    cache, pos, new = torch.zeros(4, 1024, 64), torch.tensor([7]), torch.ones(4, 1, 64)
+    table, ids, w = torch.ones(50000, 64), torch.tensor([3]), torch.ones(64, 64)
+    g = estimate_graph(torch.fx.symbolic_trace(Step()), [cache, pos, new, table, ids, w],
+                       hardware(INSTANCE, LNC), backward=False)["forward"]
+    nbytes = lambda *ts: sum(t.numel() * t.element_size() for t in ts)   # noqa: E731
+    update = nbytes(pos, new) + nbytes(pos, new)          # reads index and rows, writes the rows
+    gather = nbytes(ids) + 64 * 4 + 64 * 4                # reads index and one row, writes one row
+    matmul = nbytes(cache, w) + 4 * 1024 * 64 * 4         # whole cache and weight in, result out
+    assert g.bytes == update + gather + matmul

@@ -102,13 +102,12 @@ def _probe(config, layout: Layout, dtype, cte_batch: int, bucket: int, tkg_batch
 
     with fake_world(layout.tp):
         region = Region(layout)
-        model = None
+        model = compiled = step = None
         out = {"oom": None}
         with region:
             model = build_causal_lm(config, dtype, tp=layout.tp)
             model.eval()
             text = _text(config)
-            vocab = text.vocab_size
             kv_heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
             head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
             device = torch.device("neuron", 0)
@@ -131,7 +130,7 @@ def _probe(config, layout: Layout, dtype, cte_batch: int, bucket: int, tkg_batch
             def inputs(cache, batch, tokens, start):
                 for layer in cache.layers:   # the cache counts what it holds: this step writes at `start`
                     layer.cumulative_length.fill_(start)
-                ids = torch.randint(0, vocab, (batch, tokens), device=device)
+                ids = torch.zeros((batch, tokens), dtype=torch.long, device=device)   # any token ids
                 pos = torch.arange(start, start + tokens, device=device)
                 return ids, pos.unsqueeze(0).expand(batch, -1), pos, cache
 
@@ -155,6 +154,9 @@ def _probe(config, layout: Layout, dtype, cte_batch: int, bucket: int, tkg_batch
             out["step_transient"] = torch.neuron.max_memory_allocated(0) - held
             del cte_cache
         out["base"] = base_report(layout, config, model, region, dtype, None)
+        # Dynamo's cache holds the compiled step and through it the model: free both before the next probe
+        del compiled, step
+        torch._dynamo.reset()
         if "step_transient" in out:   # the peak of the whole probe: building, or a step on top of what is held
             peak = max(build_peak, held + out["step_transient"])
             out["base"].update(peak_hbm_bytes_per_core=peak, headroom_bytes_per_core=region.capacity - peak,
@@ -213,10 +215,12 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
     tkg_batch = concurrency or batch
     depth = _text(config).num_hidden_layers
     probes = [depth] if full_depth or depth <= 2 or not _uniform_layers(config) else [1, 2]
+    full = None
+    if len(probes) == 2:   # first, in a process that holds nothing else yet
+        full = _held_at_depth(config, layout, dtype, {tkg_batch}, max_len)   # the deployment's one cache
     results = [_probe(_with_depth(config, d), layout, dtype, cte_batch, bucket, tkg_batch, max_len, input_tokens)
                for d in probes]
-    if len(results) == 2:
-        full = _held_at_depth(config, layout, dtype, {tkg_batch}, max_len)   # the deployment's one cache
+    if full is not None:
         results.append(full)
     ooms = [r["base"]["oom"] for r in results if r["base"]["oom"]]
     fig = results[0] if len(probes) == 1 or ooms else _extrapolate(results[0], results[1], *probes, depth)
