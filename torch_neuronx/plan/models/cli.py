@@ -183,7 +183,6 @@ def run_generate(args) -> int:
                                dry_run=not args.real)
     except (LayoutError, ValueError) as err:
         _fail(prog, str(err))
-    report["mode"] = "eager"
     rows = [("TTFT", _fmt(report["ttft_ms"], " ms")), ("per output token", _fmt(report["tpot_ms"], " ms")),
             ("output tokens/s (one TP group)", _fmt(report["output_tokens_per_s"])),
             (f"output tokens/s ({report['replicas']} replicas)", _fmt(report["output_tokens_per_s_all_replicas"]))]
