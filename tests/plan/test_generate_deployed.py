@@ -95,20 +95,25 @@ def test_memory_bound_ttft_and_tpot_equal_the_roofline(tmp_path):
 def test_concurrency_raises_tpot_and_throughput_as_the_formula_says(tmp_path):
     config = _config()
     n = 4
-    r, printed = _plan(tmp_path, config, "--concurrency", str(n))
+    chunked = ("--prefill-chunk-size", "8", "--buckets", "8,16")   # two CTE steps of 8 tokens per prompt
+    r, printed = _plan(tmp_path, config, "--concurrency", str(n), *chunked)
     assert f"continuous batching, {n} requests in flight" in printed.splitlines()[0]
     assert (r["mode"], r["serving"], r["concurrency"]) == ("deployed", "continuous batching", n)
     assert "schedule" in r["assumptions_serving"]
     cte, tkg = r["graphs"]["context_encoding"], r["graphs"]["token_generation"]
     assert (cte["batch"], tkg["batch"]) == (1, n)   # prefill one request at a time, decode all N together
+    assert (cte["bucket_tokens"], r["prefill_steps"]) == (8, 2)
     # the decode step of N reads the weights once and N sequences' caches: the roofline again
     assert tkg["seconds"] == pytest.approx(_roofline_s(config, batch=n), rel=0.10)
-    one, _ = _plan(tmp_path, config, "--concurrency", "1", name="one")
+    one, _ = _plan(tmp_path, config, "--concurrency", "1", *chunked, name="one")
     assert tkg["seconds"] > 1.5 * one["graphs"]["token_generation"]["seconds"]   # 4 caches of 4096 tokens
-    # TPOT = t_t + N n_c t_c / (O - 1); tokens/s = O / (n_c t_c + (O - 1) t_t / N)
+    # TPOT = t_t + N n_c t_c / (O - 1); tokens/s = O / (n_c t_c + (O - 1) t_t / N); TTFT = the wait,
+    # the chunks and one decode step between them
     t_c, t_t = cte["seconds"], tkg["seconds"]
-    assert r["tpot_ms"] / 1e3 == pytest.approx(t_t + n * t_c / (OUT - 1))
-    assert r["output_tokens_per_s"] == pytest.approx(OUT / (t_c + (OUT - 1) * t_t / n))
+    assert r["tpot_ms"] / 1e3 == pytest.approx(t_t + n * 2 * t_c / (OUT - 1))
+    assert r["output_tokens_per_s"] == pytest.approx(OUT / (2 * t_c + (OUT - 1) * t_t / n))
+    f = 2 * t_c / (2 * t_c + (OUT - 1) * t_t / n)
+    assert r["ttft_ms"] / 1e3 == pytest.approx(f * t_c / 2 + (1 - f) * t_t / 2 + 2 * t_c + t_t)
     # more requests in flight: a slower token for each, more tokens for all
     assert r["tpot_ms"] > one["tpot_ms"] and r["output_tokens_per_s"] > one["output_tokens_per_s"]
 

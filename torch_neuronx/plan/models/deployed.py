@@ -61,8 +61,14 @@ def _text(config):
 
 
 def _uniform_layers(config) -> bool:
-    kinds = getattr(_text(config), "layer_types", None)
-    return not kinds or len(set(kinds)) == 1
+    """Whether every decoder layer is the same program: one attention kind, and no MoE config that
+    keeps some layers dense (Qwen-MoE's mlp_only_layers / decoder_sparse_step, DeepSeek's first_k_dense_replace)."""
+    text = _text(config)
+    kinds = getattr(text, "layer_types", None)
+    if kinds and len(set(kinds)) > 1:
+        return False
+    return not (getattr(text, "mlp_only_layers", None) or (getattr(text, "first_k_dense_replace", 0) or 0) > 0
+                or (getattr(text, "decoder_sparse_step", 1) or 1) > 1)
 
 
 def _with_depth(config, layers: int):

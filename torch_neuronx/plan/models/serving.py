@@ -23,8 +23,10 @@ the decode steps (each decode step gives every one of the N sequences a token), 
     TPOT   = t_t / (1 - f) = t_t + N n_c t_c / (O - 1)        decode steps slowed by others' prefills
     TTFT   = wait + n_c t_c + (n_c - 1) t_t,  wait = f t_c / 2 + (1 - f) t_t / 2
              (the rest of the step in progress when the request arrives: half a step on average)
-    output tokens/s = N x O / (n_c t_c + (O - 1) t_t / N) / N = O / (n_c t_c + (O - 1) t_t / N)
     requests/s      = 1 / (n_c t_c + (O - 1) t_t / N)
+    output tokens/s = O x requests/s
+(Approximations: a request counts in the decode batch from its first token on, so the decode batch
+is taken as N throughout; the TKG step is planned at batch N.)
 """
 from __future__ import annotations
 
