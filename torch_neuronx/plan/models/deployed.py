@@ -14,12 +14,14 @@ graph (fused, one launch) and the TP collectives. serving.py composes the two in
 and throughput.
 
 Depth: a compiled plan's cost is mostly compiling (Dynamo, AOTAutograd and Inductor per layer).
-Decoder layers of one kind are the same program, so a step's time, FLOPs and bytes, and the peak
-memory, are linear in the number of layers: the plan compiles the model at 1 and 2 layers (the
-same width, TP and cache) and extrapolates each figure to the config's depth (`depth_probes` in
-the report). Configs whose layers differ (`layer_types` of several kinds) and `full_depth=True`
-plan the whole depth instead. tests/plan/test_generate_deployed.py checks the extrapolation
-against a full-depth plan.
+Decoder layers of one kind are the same program, so a step's time, FLOPs and bytes are linear in
+the number of layers: the plan compiles the model at 1 and 2 layers (the same width, TP and cache)
+and extrapolates them to the config's depth (`depth_probes` in the report). Memory is not
+extrapolated: the full-depth model and its static cache are allocated first (a model that does not
+fit stops with the allocator's message), and the deeper probe's step transient is added to what
+they hold. Configs whose layers differ (`layer_types` of several kinds, MoE configs with dense
+layers) and `full_depth=True` plan the whole depth instead. tests/plan/test_generate_deployed.py
+checks the extrapolation against a full-depth plan.
 """
 from __future__ import annotations
 
@@ -101,27 +103,29 @@ def check_arguments(batch: int, concurrency: int | None, input_tokens: int, outp
         raise ValueError(f"--buckets must be positive token counts, got {buckets!r}")
 
 
+def _static_cache(config, layout: Layout, dtype, batch: int, max_len: int):
+    """transformers' StaticCache of `max_len` tokens for `batch` sequences, this TP rank's KV heads, allocated."""
+    from transformers import StaticCache
+
+    text = _text(config)
+    kv_heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    cache = StaticCache(config=config, max_cache_len=max_len)
+    cache.early_initialization(batch, kv_heads // layout.tp, head_dim, dtype, torch.device("neuron", 0))
+    return cache
+
+
 def _probe(config, layout: Layout, dtype, cte_batch: int, bucket: int, tkg_batch: int, max_len: int,
            position: int) -> dict:
     """Build the model at this config's depth, compile the step and time one CTE and one TKG call."""
-    from transformers import StaticCache
-
     with fake_world(layout.tp):
         region = Region(layout)
         model = compiled = step = None
-        out = {"oom": None}
+        out = {}
         with region:
             model = build_causal_lm(config, dtype, tp=layout.tp)
             model.eval()
-            text = _text(config)
-            kv_heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
-            head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
             device = torch.device("neuron", 0)
-
-            def cache_for(batch: int):
-                cache = StaticCache(config=config, max_cache_len=max_len)
-                cache.early_initialization(batch, kv_heads // layout.tp, head_dim, dtype, device)
-                return cache
 
             def step(input_ids, position_ids, cache_position, cache):
                 logits = model(input_ids=input_ids, position_ids=position_ids, cache_position=cache_position,
@@ -129,9 +133,9 @@ def _probe(config, layout: Layout, dtype, cte_batch: int, bucket: int, tkg_batch
                 return torch.argmax(logits[:, -1, :], dim=-1, keepdim=True)   # on-device sampling (greedy)
 
             compiled = torch.compile(step, backend="neuron", dynamic=False, fullgraph=False)
-            tkg_cache = cache_for(tkg_batch)   # the deployment's one cache, for the decode batch
+            tkg_cache = _static_cache(config, layout, dtype, tkg_batch, max_len)   # the deployment's one cache
             out["kv_cache"] = local_bytes(t for layer in tkg_cache.layers for t in (layer.keys, layer.values))
-            cte_cache = tkg_cache if cte_batch == tkg_batch else cache_for(cte_batch)
+            cte_cache = tkg_cache if cte_batch == tkg_batch else _static_cache(config, layout, dtype, cte_batch, max_len)
 
             def inputs(cache, batch, tokens, start):
                 for layer in cache.layers:   # the cache counts what it holds: this step writes at `start`
@@ -174,20 +178,13 @@ def _probe(config, layout: Layout, dtype, cte_batch: int, bucket: int, tkg_batch
 def _held_at_depth(config, layout: Layout, dtype, batches: set[int], max_len: int) -> dict:
     """The full-depth model and its static caches, allocated (nothing run): what a deployment holds,
     and the allocator's own message if it does not fit."""
-    from transformers import StaticCache
-
     with fake_world(layout.tp):
         region = Region(layout)
         model, caches = None, []
         with region:
             model = build_causal_lm(config, dtype, tp=layout.tp)
-            text = _text(config)
-            kv_heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
-            head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
             for batch in sorted(batches):
-                cache = StaticCache(config=config, max_cache_len=max_len)
-                cache.early_initialization(batch, kv_heads // layout.tp, head_dim, dtype, torch.device("neuron", 0))
-                caches.append(cache)
+                caches.append(_static_cache(config, layout, dtype, batch, max_len))
         out = {"base": base_report(layout, config, model, region, dtype, None),
                "held": torch.neuron.memory_allocated(0)}
         del model, caches
