@@ -82,7 +82,8 @@ def test_memory_bound_ttft_and_tpot_equal_the_roofline(tmp_path):
     roof = _roofline_s(config, batch=1)
     assert r["tpot_ms"] / 1e3 == pytest.approx(roof, rel=0.10)
     # the prompt fits one 16-token bucket: one CTE step, memory-bound too (16 tokens of activations)
-    assert r["prefill_steps"] == 1
+    assert r["prefill_steps"] == 1 and "schedule" not in r["assumptions_serving"]   # no continuous batching
+    assert set(r["assumptions_serving"]) == {"host", "chunks", "cte_attention"}
     assert r["ttft_ms"] / 1e3 == pytest.approx(roof, rel=0.10)
     cte, tkg = r["graphs"]["context_encoding"], r["graphs"]["token_generation"]
     assert tkg["graph_calls"] == cte["graph_calls"] == 1      # one compiled graph per step, sampling inside
@@ -98,6 +99,7 @@ def test_concurrency_raises_tpot_and_throughput_as_the_formula_says(tmp_path):
     chunked = ("--prefill-chunk-size", "8", "--buckets", "8,16")   # two CTE steps of 8 tokens per prompt
     r, printed = _plan(tmp_path, config, "--concurrency", str(n), *chunked)
     assert f"continuous batching, {n} requests in flight" in printed.splitlines()[0]
+    assert "| assumption `schedule` | N requests always in flight" in printed
     assert (r["mode"], r["serving"], r["concurrency"]) == ("deployed", "continuous batching", n)
     assert "schedule" in r["assumptions_serving"]
     cte, tkg = r["graphs"]["context_encoding"], r["graphs"]["token_generation"]

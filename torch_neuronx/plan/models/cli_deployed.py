@@ -52,6 +52,7 @@ def _rows(report: dict, fmt) -> list[tuple[str, str]]:
         if report["concurrency"]:
             rows += [("queueing before prefill", fmt(report["queue_wait_ms"], " ms")),
                      ("device time in prefill", fmt(report["prefill_share"], "%", 100, 3))]
+        rows += [(f"assumption `{name}`", text) for name, text in report["assumptions_serving"].items()]
     return rows
 
 

@@ -254,9 +254,9 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
         "context_encoding": {"bucket_tokens": bucket, "batch": cte_batch, **fig["cte"]},
         "token_generation": {"batch": tkg_batch, "kv_cache_tokens": max_len, **fig["tkg"]},
     }
+    report["assumptions_serving"] = serving.assumptions(bool(concurrency))
     if concurrency:
         figures = serving.continuous(steps, concurrency, input_tokens, output_tokens, chunk)
-        report["assumptions_serving"] = {"schedule": serving.SCHEDULE}
     else:
         figures = serving.static_batch(steps, batch, input_tokens, output_tokens, chunk)
     report.update({

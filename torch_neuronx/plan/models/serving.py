@@ -38,6 +38,22 @@ SCHEDULE = ("N requests always in flight (closed loop); prefill and decode in se
             "between two chunks of a prompt; a new request waits on average half of the step in progress")
 
 
+# the other assumptions of a deployed plan, named in its report (docs/plan.md gives their sources)
+HOST = ("the host's token read-back is off the device's critical path (vLLM-Neuron's async scheduler "
+        "prepares step k+1 while step k runs): no host sync is charged per step")
+CHUNKS = "every prefill chunk runs the graph of the chunk's bucket (the last chunk padded to it)"
+CTE_ATTENTION = ("the CTE's attention spans the whole static cache, as transformers' StaticCache attends "
+                 "(NxD Inference's context encoding attends within the prompt: pessimistic for a long cache)")
+
+
+def assumptions(continuous_batching: bool) -> dict:
+    """The named serving assumptions a deployed plan rests on."""
+    named = {"host": HOST, "chunks": CHUNKS, "cte_attention": CTE_ATTENTION}
+    if continuous_batching:
+        named["schedule"] = SCHEDULE
+    return named
+
+
 @dataclass(frozen=True)
 class Steps:
     """Estimated seconds of one CTE step (one chunk, its batch) and one TKG step (its batch)."""
