@@ -140,7 +140,10 @@ def main() -> int:
                     cmd += ["--fsdp", str(args.fsdp), "--seq-len", str(args.seq_len),
                             "--micro-batch", str(args.micro_batch)]
                 else:
-                    cmd += ["--input-tokens", str(args.input_tokens), "--output-tokens", str(args.output_tokens)]
+                    # eager generate(): the per-layer cost of running every layer (the deployed mode
+                    # compiles 1- and 2-layer probes whatever the depth)
+                    cmd += ["--input-tokens", str(args.input_tokens), "--output-tokens", str(args.output_tokens),
+                            "--mode", "eager"]
                 if args.real and plan in ("train", "generate"):
                     cmd.append("--real")
                 wall, cpu, rss, code = _run(cmd, args.timeout, extra_env)

@@ -22,7 +22,7 @@ def _run(main, argv, tmp_path):
 def test_generate_report(tiny_config_dir, plan_env, tmp_path, capsys):
     batch, prompt, new, tp = 2, 16, 5, 2
     r = _run(generate_main, ["--config", tiny_config_dir, "--tp", str(tp), "--batch", str(batch),
-                             "--input-tokens", str(prompt), "--output-tokens", str(new)], tmp_path)
+                             "--input-tokens", str(prompt), "--output-tokens", str(new), "--mode", "eager"], tmp_path)
     assert "TTFT" in capsys.readouterr().out
     for key in ("ttft_ms", "tpot_ms", "output_tokens_per_s", "peak_hbm_bytes_per_core", "fits"):
         assert key in r

@@ -113,6 +113,7 @@ VECTOR = {
     "embedding": ("copy", 1), "embedding_dense_backward": ("copy", 1), "index_select": ("copy", 1),
     "gather": ("copy", 1), "scatter": ("copy", 1), "scatter_add": ("elementwise", 1),
     "index_add": ("elementwise", 1), "index_put": ("copy", 1), "index": ("copy", 1),
+    "index_copy": ("copy", 1),   # a static KV cache's update: a DMA of the new rows
     "cat": ("copy", 1), "stack": ("copy", 1), "copy": ("copy", 1), "_to_copy": ("copy", 1),
     "clone": ("copy", 1), "contiguous": ("copy", 1), "fill": ("copy", 1), "zero": ("copy", 1),
     "constant_pad_nd": ("copy", 1), "masked_fill": ("elementwise", 1), "where": ("elementwise", 2),

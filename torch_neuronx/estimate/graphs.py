@@ -114,6 +114,28 @@ def trace(gm, args, *, backward: bool = True):
     return rec.calls, out_keys
 
 
+# in-place ops that write only the indexed part of their first argument (index_copy_ is how a
+# static KV cache takes one step's keys): their write moves the source's bytes, not the whole tensor
+_INDEXED_WRITES = {"index_copy_", "index_put_", "scatter_", "scatter_add_", "index_add_"}
+
+
+# ops that read only the rows their indices select from their first argument (an embedding lookup
+# of one token per sequence reads one row of the table): they move their output's bytes from it
+_INDEXED_READS = {"embedding", "index_select", "gather"}
+
+
+def _packet(func) -> str:
+    return func._overloadpacket.__name__ if getattr(func, "_overloadpacket", None) is not None else ""
+
+
+def _indexed_write(func) -> bool:
+    return _packet(func) in _INDEXED_WRITES
+
+
+def _indexed_read(func) -> bool:
+    return _packet(func) in _INDEXED_READS
+
+
 def _is_kernel_boundary(e) -> bool:
     return e.engine == "tensor"
 
@@ -154,13 +176,19 @@ def program(calls, out_keys, hw: Hardware, name: str) -> dict[str, GraphEstimate
         kd["compute"] = max(kd["engines"].values())
         kd["flops"] += e.flops
         kd["cats"][e.category] = kd["cats"].get(e.category, 0) + 1
-        for t in formulas.tensors((a, k)):
+        for i, t in enumerate(formulas.tensors((a, k))):
             if producer.get(_key(t)) != kern:
                 kd["reads"].add(_key(t))
+                if i == 0 and _indexed_read(func):   # the rows it gathers, not the whole table
+                    part = sum(formulas.touched_bytes(x) for x in formulas.tensors(o))
+                    kd.setdefault("partial", {})[_key(t)] = kd.get("partial", {}).get(_key(t), 0) + part
         for t in formulas.tensors(o):
             key = _key(t)
             if producer.get(key) == kern and (key in outputs or readers.get(key, {kern}) - {kern}):
                 kd["writes"].add(key)
+                if _indexed_write(func):   # writes only the rows it is given (a KV cache update)
+                    part = sum(formulas.touched_bytes(x) for x in formulas.tensors((a[1:], k)))
+                    kd.setdefault("partial", {})[key] = kd.get("partial", {}).get(key, 0) + part
     bw = hw.hbm_bytes_per_s * hw.assumptions.hbm_efficiency
     for phase in ("forward", "backward"):
         mine = [kd for kd in kernels.values() if kd["phase"] == phase]
@@ -169,7 +197,8 @@ def program(calls, out_keys, hw: Hardware, name: str) -> dict[str, GraphEstimate
             continue
         g = GraphEstimate(f"{name}:{phase}", launch_s=hw.assumptions.graph_launch_s)
         for kd in mine:
-            nbytes = sum(size[x] for x in kd["reads"] | kd["writes"])
+            partial = kd.get("partial", {})
+            nbytes = sum(partial.get(x, size[x]) for x in kd["reads"] | kd["writes"])
             mem = nbytes / bw
             g.bytes += nbytes
             g.compute_s += kd["compute"]

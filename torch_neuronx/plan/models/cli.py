@@ -14,6 +14,7 @@ import json
 import os
 import sys
 
+from .cli_deployed import add_deployed_arguments, eager_flag_error, run_deployed
 from .layout import LayoutError, make_layout
 
 DTYPES = ("bfloat16", "float16", "float32")
@@ -49,7 +50,8 @@ def add_generate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-tokens", type=int, default=128)
     p.add_argument("--output-tokens", type=int, default=16)
     p.add_argument("--prefill-chunk-size", type=int, default=None)
-    p.add_argument("--compile", action="store_true", help="compile the decode step (backend neuron)")
+    p.add_argument("--compile", action="store_true", help="--mode eager: compile the decode step (backend neuron)")
+    add_deployed_arguments(p)
 
 
 def train_parser() -> argparse.ArgumentParser:
@@ -172,6 +174,10 @@ def generate_main(argv=None) -> int:
 
 def run_generate(args) -> int:
     prog = "python -m torch_neuronx.plan generate"
+    if args.mode == "deployed":
+        return run_deployed(args, prog, _prepare, _finish, _fail)
+    if eager_flag_error(args):
+        _fail(prog, eager_flag_error(args))
     layout, config = _prepare(args, prog)
     import torch
 
@@ -187,7 +193,8 @@ def run_generate(args) -> int:
     rows = [("TTFT", _fmt(report["ttft_ms"], " ms")), ("per output token", _fmt(report["tpot_ms"], " ms")),
             ("output tokens/s (one TP group)", _fmt(report["output_tokens_per_s"])),
             (f"output tokens/s ({report['replicas']} replicas)", _fmt(report["output_tokens_per_s_all_replicas"]))]
-    return _finish(report, args, "generate", rows)
+    title = "generate (mode eager: Hugging Face generate()" + (", decode step compiled)" if args.compile else ")")
+    return _finish(report, args, title, rows)
 
 
 def train_main(argv=None) -> int:

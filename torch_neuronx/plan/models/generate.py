@@ -55,6 +55,7 @@ def plan_generate(config, layout: Layout, *, batch: int = 1, input_tokens: int =
         report = base_report(layout, config, model, region, dtype, dry_run)
         call = calls.calls[-1] if calls.calls else None   # none if the generate ran out of memory
         report.update({
+            "mode": "eager",   # generate() op by op; plan/models/deployed.py plans the compiled deployment
             "batch": batch, "input_tokens": input_tokens, "output_tokens": output_tokens,
             "prefill_chunk_size": prefill_chunk_size, "compiled": compile, "replicas": replicas,
             "forward_calls": call["forward_calls"] if call else None, "generated_tokens": None,

@@ -1,0 +1,196 @@
+"""`plan generate` in its deployed mode (compiled CTE and TKG graphs, static KV cache, on-device
+sampling), each plan a dry run of the command line in its own process (trn2.3xlarge LNC=2, TP 1).
+
+With every launch cost and the host sync at zero and HBM efficiency 1, a decode step whose matmuls
+are large enough to be memory-bound (their weights take longer to stream than the TensorEngine's
+first-tile DMA latency) must take the roofline: the bytes of the weights it reads (every parameter
+but the embedding table, of which it reads one row per token) and of the static KV cache it reads
+(all `max_model_len` positions: the static graph's attention spans the whole cache), over the HBM
+bandwidth of neuron_hardware's table.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import neuron_hardware
+from torch_neuronx.plan.models import serving
+from torch_neuronx.plan.models.cli import generate_main
+
+ZERO_LAUNCH = "graph_launch_s=0,eager_launch_s=0,collective_launch_s=0,host_sync_s=0,hbm_efficiency=1"
+INSTANCE, LNC = "trn2.3xlarge", 2
+# matmuls of 2048 x 2048 and more (memory-bound at one token); as many KV heads as heads, so the
+# cache is read as it is stored (no grouped-query copies)
+MEM_BOUND = dict(hidden_size=2048, num_hidden_layers=2, num_attention_heads=16, num_key_value_heads=16,
+                 head_dim=128, intermediate_size=8192, vocab_size=8192, tie_word_embeddings=False)
+IN, OUT, CACHE = 16, 8, 4096
+
+
+def _config(**over):
+    from transformers import Qwen3Config
+
+    return Qwen3Config(**{**MEM_BOUND, **over})
+
+
+def _bandwidth() -> float:
+    chip = neuron_hardware.INSTANCES[INSTANCE].chip
+    return chip.hbm_bytes_per_s / chip.physical_cores * LNC
+
+
+def _param_count(config) -> int:
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        return sum(p.numel() for p in AutoModelForCausalLM.from_config(config).parameters())
+
+
+def _roofline_s(config, batch: int, cache_tokens: int = CACHE) -> float:
+    """(weights read + KV cache read) / HBM bandwidth, bf16, TP 1."""
+    params = _param_count(config) - config.vocab_size * config.hidden_size
+    kv = 2 * config.num_hidden_layers * batch * config.num_key_value_heads * config.head_dim * cache_tokens
+    return 2 * (params + kv) / _bandwidth()
+
+
+def _plan(tmp_path, config, *argv, name="plan"):
+    """The command line's dry run in a fresh process, launch costs zero: (report, printed report)."""
+    folder = tmp_path / f"{name}-config"
+    config.save_pretrained(folder)
+    out = tmp_path / f"{name}.json"
+    env = dict(os.environ, TORCH_NEURONX_ESTIMATE_ASSUMPTIONS=ZERO_LAUNCH)
+    for var in ("TORCH_NEURONX_INSTANCE_TYPE", "NEURON_LOGICAL_NC_CONFIG", "TORCH_NEURONX_DRY_RUN"):
+        env.pop(var, None)
+    p = subprocess.run([sys.executable, "-m", "torch_neuronx.plan", "generate", "--config", str(folder),
+                        "--instance", INSTANCE, "--lnc", str(LNC), "--input-tokens", str(IN), "--output-tokens",
+                        str(OUT), "--buckets", str(IN), "--max-model-len", str(CACHE), "--json", str(out), *argv],
+                       env=env, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    return json.loads(out.read_text()), p.stdout
+
+
+def test_memory_bound_ttft_and_tpot_equal_the_roofline(tmp_path):
+    config = _config()
+    r, printed = _plan(tmp_path, config)
+    assert printed.splitlines()[0].startswith("# generate (mode deployed: compiled CTE and TKG graphs")
+    assert "static batch of 1" in printed.splitlines()[0]
+    assert (r["mode"], r["serving"], r["dry_run"], r["fits"], r["depth_probes"]) == \
+        ("deployed", "static batch", True, True, [2])
+    roof = _roofline_s(config, batch=1)
+    assert r["tpot_ms"] / 1e3 == pytest.approx(roof, rel=0.10)
+    # the prompt fits one 16-token bucket: one CTE step, memory-bound too (16 tokens of activations)
+    assert r["prefill_steps"] == 1 and "schedule" not in r["assumptions_serving"]   # no continuous batching
+    assert set(r["assumptions_serving"]) == {"host", "chunks", "cte_attention"}
+    assert r["ttft_ms"] / 1e3 == pytest.approx(roof, rel=0.10)
+    cte, tkg = r["graphs"]["context_encoding"], r["graphs"]["token_generation"]
+    assert tkg["graph_calls"] == cte["graph_calls"] == 1      # one compiled graph per step, sampling inside
+    assert r["memory_breakdown_bytes_per_core"]["kv_cache"] == 2 * 2 * 16 * 128 * CACHE * 2
+    # static batch: output tokens/s = tokens / (TTFT + (O - 1) TPOT)
+    total = r["ttft_ms"] / 1e3 + (OUT - 1) * r["tpot_ms"] / 1e3
+    assert r["output_tokens_per_s"] == pytest.approx(OUT / total)
+
+
+def test_concurrency_raises_tpot_and_throughput_as_the_formula_says(tmp_path):
+    config = _config()
+    n = 4
+    chunked = ("--prefill-chunk-size", "8", "--buckets", "8,16")   # two CTE steps of 8 tokens per prompt
+    r, printed = _plan(tmp_path, config, "--concurrency", str(n), *chunked)
+    assert f"continuous batching, {n} requests in flight" in printed.splitlines()[0]
+    assert "| assumption `schedule` | N requests always in flight" in printed
+    assert (r["mode"], r["serving"], r["concurrency"]) == ("deployed", "continuous batching", n)
+    assert "schedule" in r["assumptions_serving"]
+    cte, tkg = r["graphs"]["context_encoding"], r["graphs"]["token_generation"]
+    assert (cte["batch"], tkg["batch"]) == (1, n)   # prefill one request at a time, decode all N together
+    assert (cte["bucket_tokens"], r["prefill_steps"]) == (8, 2)
+    # the decode step of N reads the weights once and N sequences' caches: the roofline again
+    assert tkg["seconds"] == pytest.approx(_roofline_s(config, batch=n), rel=0.10)
+    one, _ = _plan(tmp_path, config, "--concurrency", "1", *chunked, name="one")
+    assert tkg["seconds"] > 1.5 * one["graphs"]["token_generation"]["seconds"]   # 4 caches of 4096 tokens
+    # TPOT = t_t + N n_c t_c / (O - 1); tokens/s = O / (n_c t_c + (O - 1) t_t / N); TTFT = the wait,
+    # the chunks and one decode step between them
+    t_c, t_t = cte["seconds"], tkg["seconds"]
+    assert r["tpot_ms"] / 1e3 == pytest.approx(t_t + n * 2 * t_c / (OUT - 1))
+    assert r["output_tokens_per_s"] == pytest.approx(OUT / (2 * t_c + (OUT - 1) * t_t / n))
+    f = 2 * t_c / (2 * t_c + (OUT - 1) * t_t / n)
+    assert r["ttft_ms"] / 1e3 == pytest.approx(f * t_c / 2 + (1 - f) * t_t / 2 + 2 * t_c + t_t)
+    # more requests in flight: a slower token for each, more tokens for all
+    assert r["tpot_ms"] > one["tpot_ms"] and r["output_tokens_per_s"] > one["output_tokens_per_s"]
+
+
+def test_depth_extrapolation_equals_the_full_depth_plan(tmp_path):
+    config = _config(num_hidden_layers=4)
+    probed, _ = _plan(tmp_path, config, name="probed")
+    full, _ = _plan(tmp_path, config, "--full-depth", name="full")
+    assert probed["depth_probes"] == [1, 2] and full["depth_probes"] == [4]
+    for graph in ("context_encoding", "token_generation"):
+        for key in ("seconds", "flops", "bytes"):
+            assert probed["graphs"][graph][key] == pytest.approx(full["graphs"][graph][key], rel=1e-6), (graph, key)
+    assert probed["parameters"] == full["parameters"] == _param_count(config)
+    assert probed["memory_breakdown_bytes_per_core"] == full["memory_breakdown_bytes_per_core"]
+    assert probed["peak_hbm_bytes_per_core"] == pytest.approx(full["peak_hbm_bytes_per_core"], rel=0.05)
+    assert probed["tpot_ms"] / 1e3 == pytest.approx(_roofline_s(config, 1), rel=0.10)
+
+
+def test_formulas_of_the_two_serving_modes():
+    steps = serving.Steps(cte_s=0.040, tkg_s=0.010)
+    s = serving.static_batch(steps, batch=2, input_tokens=1000, output_tokens=11, chunk=512)
+    assert s["prefill_steps"] == 2 and s["ttft_s"] == pytest.approx(0.080) and s["tpot_s"] == 0.010
+    assert s["output_tokens_per_s"] == pytest.approx(2 * 11 / (0.080 + 10 * 0.010))
+    one = serving.continuous(steps, 1, 1000, 11, 512)
+    four = serving.continuous(steps, 4, 1000, 11, 512)
+    # device time per finished request: 2 x 40 ms of prefill + 10 decode steps shared by N
+    assert four["requests_per_s"] == pytest.approx(1 / (0.080 + 10 * 0.010 / 4))
+    assert four["tpot_s"] == pytest.approx(0.010 + 4 * 0.080 / 10)
+    f = 0.080 / (0.080 + 0.025)
+    assert four["prefill_share"] == pytest.approx(f)
+    assert four["ttft_s"] == pytest.approx(f * 0.040 / 2 + (1 - f) * 0.010 / 2 + 0.080 + 0.010)
+    assert four["tpot_s"] > one["tpot_s"] and four["output_tokens_per_s"] > one["output_tokens_per_s"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--concurrency", "0"], "--concurrency must be a positive integer"),
+    (["--concurrency", "-3"], "--concurrency must be a positive integer"),
+    (["--concurrency", "2", "--batch", "2"], "choose one"),
+    (["--output-tokens", "0"], "--output-tokens must be a positive integer"),
+    (["--prefill-chunk-size", "0"], "--prefill-chunk-size must be a positive integer"),
+    (["--max-model-len", "10"], "--max-model-len 10 is shorter than --input-tokens + --output-tokens = 144"),
+    (["--mode", "eager", "--concurrency", "2"], "--concurrency plans the deployed mode"),
+])
+def test_bad_flags_stop_with_the_reason(argv, message, tiny_config_dir, plan_env, capsys):
+    with pytest.raises(SystemExit) as stop:
+        generate_main(["--config", tiny_config_dir, "--instance", INSTANCE, "--real", *argv])
+    assert stop.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_prompt_no_bucket_holds_names_the_fix(plan_env):
+    from torch_neuronx.plan.models.deployed import pick_bucket
+
+    with pytest.raises(ValueError, match="--prefill-chunk-size"):
+        pick_bucket(600, [128, 512])
+    assert pick_bucket(129, [128, 512]) == 512
+
+
+def test_a_fused_step_moves_the_rows_it_writes_and_gathers():
+    """A static cache's update (index_copy_) writes the new rows, not the cache; an embedding lookup
+    reads the looked-up rows, not the table (estimate/graphs.py's fused program)."""
+    from torch_neuronx.estimate.graphs import estimate_graph
+    from torch_neuronx.estimate.hardware import hardware
+
+    class Step(torch.nn.Module):
+        def forward(self, cache, pos, new, table, ids, w):
+            cache.index_copy_(1, pos, new)                        # kernel 1: the update
+            x = torch.nn.functional.embedding(ids, table)         # (fused with it: no matmul between)
+            return cache.flatten(0, 1) @ w, x                     # kernel 2: reads the whole cache
+
+    cache, pos, new = torch.zeros(4, 1024, 64), torch.tensor([7]), torch.ones(4, 1, 64)
+    table, ids, w = torch.ones(50000, 64), torch.tensor([3]), torch.ones(64, 64)
+    g = estimate_graph(torch.fx.symbolic_trace(Step()), [cache, pos, new, table, ids, w],
+                       hardware(INSTANCE, LNC), backward=False)["forward"]
+    nbytes = lambda *ts: sum(t.numel() * t.element_size() for t in ts)   # noqa: E731
+    update = nbytes(pos, new) + nbytes(pos, new)          # reads index and rows, writes the rows
+    gather = nbytes(ids) + 64 * 4 + 64 * 4                # reads index and one row, writes one row
+    matmul = nbytes(cache, w) + 4 * 1024 * 64 * 4         # whole cache and weight in, result out
+    assert g.bytes == update + gather + matmul
