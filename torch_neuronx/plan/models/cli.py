@@ -14,6 +14,8 @@ import json
 import os
 import sys
 
+from .. import notes, progress
+from ..wording import plural
 from .layout import LayoutError, make_layout
 
 DTYPES = ("bfloat16", "float16", "float32")
@@ -29,9 +31,20 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", help="write the report here")
     p.add_argument("--real", action="store_true",
                    help="run for real instead of a dry run: every byte is allocated on this host (tiny configs)")
+    add_view_arguments(p)
+
+
+def add_view_arguments(p: argparse.ArgumentParser) -> None:
+    """What the user sees while and after planning (every plan command has these)."""
+    p.add_argument("--html", metavar="OUT.html", help="also write the report as one self-contained HTML page")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="stream warnings and library messages as they happen (else they are collected "
+                        "into the report's notes)")
 
 
 def _fail(prog: str, message: str):
+    progress.finish()
     print(f"{prog}: error: {message}", file=sys.stderr)
     raise SystemExit(2)
 
@@ -113,6 +126,9 @@ def _ensure_runtime(args, layout, prog: str) -> None:
                     f"{'dry run' if not args.real else 'real run'} even with its environment set")
     env = _environment(args)
     env[_CHILD] = "1"
+    if progress.started_at():
+        env[progress.STARTED_ENV] = repr(progress.started_at())
+    progress.finish(discard=True)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, [sys.executable, "-m", "torch_neuronx.plan", *sys.argv[1:]], env)
@@ -147,16 +163,36 @@ def _prepare(args, prog: str):
     return layout, config
 
 
-def _finish(report: dict, args, title: str, rows) -> int:
+def _finish(report: dict, args, title: str, rows, collected=None) -> int:
     from .report import markdown, write_json
 
+    progress.stage("writing the report")
+    if collected is not None:
+        report["notes"] = collected.section(report["unmodelled_ops"], report.get("ops_by_name"))
     write_json(report, args.json)
+    if args.html:
+        from ..html_report import write as write_html
+
+        write_html(report, args.html)
+    progress.finish()
     print(markdown(report, title, rows))
     return 0 if report["fits"] else 1
 
 
+def _start(args, command: str):
+    """The progress display and the notes collection of one plan command."""
+    child = os.environ.get(_CHILD) == "1"   # a re-executed plan goes on with the same clock
+    started = os.environ.get(progress.STARTED_ENV) if child else None
+    progress.start(command, quiet=args.quiet, started=float(started) if started else None)
+    if not child:
+        progress.stage("starting (torch, transformers, the layout)")
+    return notes.collect(args.verbose)
+
+
 def _fmt(v, unit="", scale=1.0, digits=4):
-    return "-" if v is None else f"{v * scale:.{digits}g}{unit}"
+    from ..wording import number
+
+    return "-" if v is None else f"{number(v * scale, digits)}{unit}"
 
 
 def generate_main(argv=None) -> int:
@@ -165,22 +201,26 @@ def generate_main(argv=None) -> int:
 
 def run_generate(args) -> int:
     prog = "python -m torch_neuronx.plan generate"
-    layout, config = _prepare(args, prog)
-    import torch
+    with _start(args, "generate") as collected:
+        layout, config = _prepare(args, prog)
+        import torch
 
-    from .generate import plan_generate
+        from .generate import plan_generate
 
-    try:
-        report = plan_generate(config, layout, batch=args.batch, input_tokens=args.input_tokens,
-                               output_tokens=args.output_tokens, dtype=getattr(torch, args.dtype),
-                               prefill_chunk_size=args.prefill_chunk_size, compile=args.compile,
-                               dry_run=not args.real)
-    except (LayoutError, ValueError) as err:
-        _fail(prog, str(err))
+        try:
+            report = plan_generate(config, layout, batch=args.batch, input_tokens=args.input_tokens,
+                                   output_tokens=args.output_tokens, dtype=getattr(torch, args.dtype),
+                                   prefill_chunk_size=args.prefill_chunk_size, compile=args.compile,
+                                   dry_run=not args.real)
+        except (LayoutError, ValueError) as err:
+            progress.finish()
+            _fail(prog, str(err))
+        report["mode"] = "compiled (decode step: torch.compile, backend neuron)" if args.compile else "eager"
     rows = [("TTFT", _fmt(report["ttft_ms"], " ms")), ("per output token", _fmt(report["tpot_ms"], " ms")),
             ("output tokens/s (one TP group)", _fmt(report["output_tokens_per_s"])),
-            (f"output tokens/s ({report['replicas']} replicas)", _fmt(report["output_tokens_per_s_all_replicas"]))]
-    return _finish(report, args, "generate", rows)
+            (f"output tokens/s ({plural(report['replicas'], 'replica')})",
+             _fmt(report["output_tokens_per_s_all_replicas"]))]
+    return _finish(report, args, "generate", rows, collected)
 
 
 def train_main(argv=None) -> int:
@@ -196,22 +236,25 @@ def run_train(args) -> int:
             zero1_check(args.tp, args.fsdp)
         except ValueError as err:
             _fail(prog, str(err))
-    layout, config = _prepare(args, prog)
-    import torch
+    with _start(args, "train") as collected:
+        layout, config = _prepare(args, prog)
+        import torch
 
-    from .train import plan_train
+        from .train import plan_train
 
-    try:
-        report = plan_train(config, layout, micro_batch=args.micro_batch, global_batch=args.global_batch,
-                            seq_len=args.seq_len, dtype=getattr(torch, args.dtype),
-                            gradient_checkpointing=args.gradient_checkpointing, dry_run=not args.real,
-                            zero1=args.zero1)
-    except (LayoutError, ValueError) as err:
-        _fail(prog, str(err))
+        try:
+            report = plan_train(config, layout, micro_batch=args.micro_batch, global_batch=args.global_batch,
+                                seq_len=args.seq_len, dtype=getattr(torch, args.dtype),
+                                gradient_checkpointing=args.gradient_checkpointing, dry_run=not args.real,
+                                zero1=args.zero1)
+        except (LayoutError, ValueError) as err:
+            progress.finish()
+            _fail(prog, str(err))
+        report["mode"] = "eager"   # plan train runs the model's ops one by one
     rows = [("step time", _fmt(report["step_time_s"], " s")), ("tokens/s", _fmt(report["tokens_per_s"])),
             ("sequences/s", _fmt(report["sequences_per_s"])), ("MFU", _fmt(report["mfu"], "%", 100, 3)),
-            ("gradient accumulation", str(report["grad_accum_steps"]))]
-    return _finish(report, args, "train", rows)
+            ("gradient accumulation", plural(report["grad_accum_steps"], "micro-step"))]
+    return _finish(report, args, "train", rows, collected)
 
 
 def main(argv=None) -> int:

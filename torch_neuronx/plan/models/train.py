@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import progress
 from .build import build_causal_lm, local_bytes
 from .layout import Layout, check_batch, check_model
 from .measure import Region
@@ -66,6 +67,7 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
     with fake_world(layout.world_size):
         region = Region(layout)
         with region:
+            progress.stage("building the model and sharding it" if layout.world_size > 1 else "building the model")
             if zero1:
                 zero1_check(layout.tp, layout.fsdp)
                 # plain data parallelism: full replicas; gradients all-reduced after backward
@@ -92,7 +94,9 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
 
+            progress.stage("training (step 1: warm-up, step 2: estimated)", total=2, unit="step")
             step()   # warm-up: the optimizer state appears here
+            progress.update(1)
             with region.timed():
                 region.mark("step_start")
                 step()

@@ -1,0 +1,255 @@
+"""Where a plan is while it runs: the stage, elapsed time and, for counted stages, what is left.
+
+The plan commands call three functions at their stages; all are no-ops unless a command has
+`start()`ed a display, so library code (plan/models, plan/generation.py) may call them freely:
+
+    progress.start("generate", quiet=args.quiet)     # the command, once
+    progress.stage("building the model")              # a new stage (the previous one is done)
+    progress.stage("generating", total=250, unit="token")
+    progress.update(17)                               # 17 of 250 done: the estimate of what is left
+    progress.finish()                                 # before printing the report
+
+On a terminal it is a `rich` display on stderr (one line per stage, the current one with a bar
+and the time left); when stderr is not a terminal (a pipe, a log file, CI) it is plain lines, at
+most one per `PLAIN_EVERY_S` seconds for a counted stage. While Dynamo compiles, the current
+stage says "compiling graph k" (torch._dynamo's compile callbacks: nothing is traced into a graph).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+PLAIN_EVERY_S = 10.0   # a counted stage prints a plain line at most this often (and at its end)
+QUIET_ENV = "TORCH_NEURONX_PLAN_QUIET"   # a `plan run` child inherits --quiet through this
+STARTED_ENV = "TORCH_NEURONX_PLAN_STARTED"   # when a re-executed command started (time.time())
+
+_current: list = []   # the active display (at most one)
+
+
+def _clock(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def _left(elapsed: float, done: int, total: int | None) -> float | None:
+    """Seconds left at the stage's mean rate so far (None before the first item or without a total)."""
+    if not total or done <= 0 or done >= total:
+        return None
+    return elapsed / done * (total - done)
+
+
+class _Plain:
+    """Plain lines on a stream that is not a terminal: `[plan generate 0:12] building the model`."""
+
+    def __init__(self, command: str, stream) -> None:
+        self.command, self.stream = command, stream
+        self._last_line = 0.0
+
+    def line(self, t0: float, text: str) -> None:
+        self.stream.write(f"[plan {self.command} {_clock(time.monotonic() - t0)}] {text}\n")
+        self.stream.flush()
+        self._last_line = time.monotonic()
+
+    def stage(self, p: "Progress") -> None:
+        self.line(p.t0, p.stage_name + (f" (0 of {p.total:,} {p.unit}s)" if p.total else ""))
+
+    def update(self, p: "Progress", force: bool = False) -> None:
+        if not force and time.monotonic() - self._last_line < PLAIN_EVERY_S:
+            return
+        self.line(p.t0, p.counted_text())
+
+    def note(self, p: "Progress", text: str) -> None:
+        self.line(p.t0, text)
+
+    def close(self, p: "Progress", discard: bool = False) -> None:
+        if not discard:
+            self.line(p.t0, "done")
+
+
+class _Rich:
+    """A `rich` display on a terminal: finished stages with their time, the current one live."""
+
+    def __init__(self, command: str, stream) -> None:
+        from rich.console import Console
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress as RichProgress, SpinnerColumn,
+                                   TextColumn, TimeElapsedColumn, TimeRemainingColumn)
+
+        self.console = Console(file=stream, stderr=stream is sys.stderr)
+        self.bar = RichProgress(SpinnerColumn(finished_text="[green]✓"), TextColumn("{task.description}"),
+                                BarColumn(bar_width=30), MofNCompleteColumn(), TextColumn("elapsed"),
+                                TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
+                                console=self.console, redirect_stdout=False, redirect_stderr=False,
+                                transient=True)   # gone when the report is printed
+        self.title = self.bar.add_task(f"[bold]plan {command}", total=None)
+        self.task = None
+        self.bar.start()
+
+    def _done(self) -> None:
+        if self.task is not None:
+            t = self.bar.tasks[self.task]
+            self.bar.update(self.task, total=t.total or 1, completed=t.total or 1)
+            self.bar.stop_task(self.task)
+
+    def stage(self, p: "Progress") -> None:
+        self._done()
+        self.task = self.bar.add_task(f"{p.stage_name}" + (f" ({p.unit}s)" if p.unit else ""), total=p.total)
+
+    def update(self, p: "Progress", force: bool = False) -> None:
+        if self.task is not None:
+            self.bar.update(self.task, completed=p.done, description=p.live_text())
+
+    def note(self, p: "Progress", text: str) -> None:
+        if self.task is not None:
+            self.bar.update(self.task, description=p.live_text())
+
+    def close(self, p: "Progress", discard: bool = False) -> None:
+        self._done()
+        self.bar.update(self.title, total=1, completed=1)
+        self.bar.stop()
+
+
+class Progress:
+    """The display of one plan command (see the module's docstring)."""
+
+    def __init__(self, command: str, stream=None, plain: bool | None = None) -> None:
+        stream = stream or sys.stderr
+        if plain is None:
+            plain = not (hasattr(stream, "isatty") and stream.isatty())
+        self.t0 = time.monotonic()
+        self.stage_name, self.total, self.unit, self.done = "starting", None, None, 0
+        self.stage_t0 = self.t0
+        self.compiling: str | None = None
+        self.graphs = 0
+        self.view = _Plain(command, stream) if plain else _Rich(command, stream)
+
+    def stage(self, name: str, total: int | None = None, unit: str | None = None) -> None:
+        if self.total and isinstance(self.view, _Plain):   # a counted stage ends: how long it took
+            self.view.line(self.t0, f"{self.stage_name}: {self.total:,} {self.unit}s in "
+                                    f"{_clock(time.monotonic() - self.stage_t0)}")
+        self.stage_name, self.total, self.unit, self.done = name, total, unit, 0
+        self.stage_t0 = time.monotonic()
+        self.view.stage(self)
+
+    def update(self, done: int) -> None:
+        self.done = done
+        self.view.update(self, force=bool(self.total) and done >= self.total)
+
+    def counted_text(self) -> str:
+        text = self.stage_name
+        if self.total:
+            text += f": {self.unit or 'item'} {self.done:,} of {self.total:,}"
+            left = _left(time.monotonic() - self.stage_t0, self.done, self.total)
+            text += f", about {_clock(left)} left" if left is not None else ""
+        return text
+
+    def live_text(self) -> str:
+        text = self.stage_name + (f" ({self.unit}s)" if self.unit else "")
+        return text + (f": compiling graph {self.compiling}" if self.compiling else "")
+
+    def compile_started(self) -> None:
+        self.graphs += 1
+        self.compiling = f"{self.graphs}"
+        self.view.note(self, f"{self.stage_name}: compiling graph {self.graphs}")
+
+    def compile_ended(self) -> None:
+        self.compiling = None
+        self.view.note(self, f"{self.stage_name}: graph {self.graphs} compiled") \
+            if isinstance(self.view, _Plain) else self.view.update(self)
+
+    def close(self, discard: bool = False) -> None:
+        self.view.close(self, discard)
+
+
+# ---- the functions plan code calls ---------------------------------------------------------------
+def start(command: str, *, quiet: bool = False, stream=None, plain: bool | None = None,
+          started: float | None = None) -> Progress | None:
+    """Show the progress of `command` (until `finish()`); `quiet` (or TORCH_NEURONX_PLAN_QUIET=1)
+    shows nothing. `plain` forces plain lines (default: plain unless the stream is a terminal);
+    `started` (time.time()) when the command began in an earlier process (a re-executed plan)."""
+    finish()
+    if quiet or os.environ.get(QUIET_ENV) == "1":
+        return None
+    p = Progress(command, stream, plain)
+    p.wall_t0 = started or time.time()
+    p.t0 -= max(0.0, time.time() - p.wall_t0)
+    _current.append(p)
+    _watch_compiles()
+    return p
+
+
+def stage(name: str, total: int | None = None, unit: str | None = None) -> None:
+    """A new stage of the running command: `total` items of `unit` when they can be counted."""
+    if _current:
+        _current[-1].stage(name, total, unit)
+
+
+def update(done: int) -> None:
+    """Items of the current counted stage done so far."""
+    if _current:
+        _current[-1].update(done)
+
+
+_last_forward: list = [None]
+
+
+def forward(tokens: int, key=None) -> None:
+    """A generate() forward starts (plan/generation.py): a decode forward (one token per sequence)
+    means one more output token is done (the first comes from the prefill). `key` names the
+    forward (its input ids): the dry run's and the plan's wrappers of generate() both report it."""
+    if key is not None and key == _last_forward[0]:
+        return
+    _last_forward[0] = key
+    if _current and tokens == 1 and _current[-1].unit == "token":
+        _current[-1].update(_current[-1].done + 1)
+
+
+def finish(discard: bool = False) -> None:
+    """Close the display (before the report is printed); `discard`: without a last line (the
+    process is replaced by one that shows its own)."""
+    while _current:
+        _current.pop().close(discard)
+
+
+def active() -> bool:
+    return bool(_current)
+
+
+def started_at() -> float | None:
+    """When the running display's command started (time.time()), for a process that replaces it."""
+    return _current[-1].wall_t0 if _current else None
+
+
+# ---- compiles ------------------------------------------------------------------------------------
+_watching: list = []
+
+
+def _on_compile_start(*_args) -> None:
+    if _current:
+        _current[-1].compile_started()
+
+
+def _on_compile_end(*_args) -> None:
+    if _current:
+        _current[-1].compile_ended()
+
+
+def _register(dynamo=None) -> None:
+    from torch._dynamo.callback import callback_handler
+
+    callback_handler.register_start_callback(_on_compile_start)
+    callback_handler.register_end_callback(_on_compile_end)
+
+
+def _watch_compiles() -> None:
+    """Dynamo's compile callbacks, registered once per process: at once when torch._dynamo is
+    imported, else right after it is (importing it here would cost every plan seconds)."""
+    if _watching:
+        return
+    _watching.append(True)
+    if "torch._dynamo" in sys.modules:
+        _register()
+    else:
+        from .generation import _AfterImport
+
+        sys.meta_path.insert(0, _AfterImport("torch._dynamo", _register))
