@@ -69,6 +69,12 @@ document.querySelectorAll('table.sortable').forEach(function(t){
 """
 
 
+def colors(names) -> dict:
+    """One colour per kind of work, in the order given (the same in the breakdown and the timeline)."""
+    unique = list(dict.fromkeys(names))
+    return {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(unique)}
+
+
 def esc(v) -> str:
     return html.escape(str(v), quote=True)
 
@@ -103,7 +109,7 @@ def memory_bars(cores: list[tuple[str, dict, int, int]]) -> str:
     """One stacked bar per core: (label, {category: bytes}, peak bytes, capacity bytes)."""
     width, left, row = 1080, 90, 34
     scale_max = max(max(cap, peak) for _, _, peak, cap in cores) or 1
-    plot = width - left - 20
+    plot = width - left - 250   # the used / capacity text goes right of the bar
     parts = []
     for i, (label, parts_bytes, peak, cap) in enumerate(cores):
         y = 10 + i * row
@@ -122,16 +128,17 @@ def memory_bars(cores: list[tuple[str, dict, int, int]]) -> str:
         cx = left + plot * cap / scale_max
         parts.append(f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y - 4}" y2="{y + 26}" stroke="#b3261e" stroke-width="2"/>')
         used = f"{size(peak)} of {size(cap)} ({100 * peak / cap:.0f}%)" if cap else size(peak)
-        tx = min(x + 6, width - 180)
-        parts.append(f'<text x="{tx:.1f}" y="{y + 16}" class="peak">{esc(used)}</text>' if x + 190 < cx or x > cx
-                     else f'<text x="{left + 6}" y="{y + 16}" style="fill:#fff">{esc(used)}</text>')
+        parts.append(f'<text x="{max(cx, x) + 10:.1f}" y="{y + 16}" class="peak">{esc(used)}</text>')
     h = 20 + len(cores) * row
-    legend = _legend([(n.replace("_", " "), c) for n, c in MEMORY] + [("capacity", "#b3261e")])
+    first = cores[0][1]   # the legend gives the first core's bytes (the bars' tooltips every core's)
+    legend = _legend([(n.replace("_", " ") + (f" {size(first[n])}" if first.get(n) else ""), c) for n, c in MEMORY]
+                     + [("capacity", "#b3261e")])
     return (f'<svg id="hbm" width="{width}" height="{h}" viewBox="0 0 {width} {h}">{"".join(parts)}</svg>' + legend)
 
 
-def bars(items: list[tuple[str, float]], unit=seconds, sid="time") -> str:
+def bars(items: list[tuple[str, float]], unit=seconds, sid="time", palette: dict | None = None) -> str:
     """Horizontal bars, largest first: (label, value)."""
+    palette = palette or colors(k for k, _ in items)
     items = [(k, v) for k, v in items if v and v > 0]
     if not items:
         return '<p class="note">nothing estimated</p>'
@@ -144,7 +151,7 @@ def bars(items: list[tuple[str, float]], unit=seconds, sid="time") -> str:
         w = (width - left - 190) * v / top
         out.append(f'<text x="0" y="{y + 14}">{esc(k)}</text>'
                    f'<rect class="bar" x="{left}" y="{y}" width="{max(w, 1):.1f}" height="17" rx="2" '
-                   f'fill="{PALETTE[i % len(PALETTE)]}"><title>{esc(k)}: {unit(v)}</title></rect>'
+                   f'fill="{palette.get(k, "#9aa3ad")}"><title>{esc(k)}: {unit(v)}</title></rect>'
                    f'<text x="{left + w + 8:.1f}" y="{y + 14}">{esc(unit(v))} ({100 * v / total:.1f}%)</text>')
     h = 8 + len(items) * row
     return f'<svg id="{sid}" width="{width}" height="{h}" viewBox="0 0 {width} {h}">{"".join(out)}</svg>'
@@ -160,16 +167,17 @@ def _ticks(end: float, n: int = 8) -> list[float]:
     return [i * step for i in range(int(end / step) + 1)]
 
 
-def timeline_svg(tl: dict) -> str:
+def timeline_svg(tl: dict, palette: dict | None = None) -> str:
     """One row per kind of work; each merged span a bar at its estimated start and duration."""
     rows = tl["rows"]
+    palette = {**colors(r["category"] for r in rows), **(palette or {})}
     end = tl["end_s"] - tl["start_s"] or 1e-9
     width, left, row = 1080, 210, 22
     plot = width - left - 16
     out = []
     for i, r in enumerate(rows):
         y = 6 + i * row
-        color = PALETTE[i % len(PALETTE)]
+        color = palette.get(r["category"], "#9aa3ad")
         out.append(f'<text x="0" y="{y + 13}">{esc(r["category"])}</text>')
         out.append(f'<rect x="{left}" y="{y}" width="{plot}" height="16" fill="#f6f7f9"/>')
         spans = "".join(f'<rect x="{left + plot * s / end:.2f}" y="{y}" width="{max(plot * d / end, 0.6):.2f}" '
@@ -220,12 +228,27 @@ def _assume_html(mode: str, overridden: dict) -> str:
             + (f"overridden: {over}" if over else "the documented defaults"))
 
 
+def ranks_text(group: str) -> str:
+    """A group's global ranks, short: `0-31 (32 ranks)`, `0, 4, ..., 28 (8 ranks)`, `0, 32`."""
+    try:
+        ranks = [int(v) for v in group.split(",")]
+    except ValueError:
+        return group
+    if len(ranks) <= 4:
+        return ", ".join(map(str, ranks))
+    step = ranks[1] - ranks[0]
+    if all(b - a == step for a, b in zip(ranks, ranks[1:])):
+        body = f"{ranks[0]}-{ranks[-1]}" if step == 1 else f"{ranks[0]}, {ranks[1]}, ..., {ranks[-1]}"
+        return f"{body} ({len(ranks)} ranks)"
+    return f"{', '.join(map(str, ranks[:3]))}, ... ({len(ranks)} ranks)"
+
+
 def _collectives_rows(collectives: dict) -> list:
     rows = []
     for kind, c in collectives.items():
         groups = c.get("groups") or {"-": c["count"]}
         for group, n in groups.items():
-            rows.append((kind, f"[{group}]" if group[:1].isdigit() else group, number(n),
+            rows.append((kind, ranks_text(group), number(n),
                          size(c["bytes"]) if len(groups) == 1 else f"{size(c['bytes'])} (all groups)",
                          seconds(c["seconds"]) if len(groups) == 1 else f"{seconds(c['seconds'])} (all groups)"))
     return rows
@@ -235,8 +258,10 @@ def _syncs(r: dict) -> str:
     syncs = r.get("host_syncs") or []
     if not syncs:
         return '<p class="note">none</p>'
-    return _table(["site", "kind", "count"], [(s["site"], s["kind"], number(s["count"])) for s in syncs[:40]],
-                  numeric=(2,))
+    from .notes import _short
+
+    return _table(["call site", "kind", "count"],
+                  [(_short(s["site"]), s["kind"], number(s["count"])) for s in syncs[:40]], numeric=(2,))
 
 
 def model_page(r: dict) -> str:
@@ -272,12 +297,14 @@ def model_page(r: dict) -> str:
     if not parts:
         parts = {k: v for k, v in (r["memory_breakdown_bytes_per_core"] or {}).items() if v}
         parts["activations"] = max(0, peak - sum(parts.values()))
+    kinds = list((r.get("time_breakdown_s") or {}).items())
+    palette = colors([k for k, _ in kinds] + [row["category"] for row in (r.get("timeline") or {}).get("rows", [])])
     sections = [_section("Summary", summary, "summary"),
                 _section("HBM per core at the peak", memory_bars([("neuron:0", parts, peak, cap)]), "memory"),
-                _section("Time by kind of work (estimated)",
-                         bars(list((r.get("time_breakdown_s") or {}).items())), "time-breakdown")]
+                _section("Time by kind of work (estimated)", bars(kinds, palette=palette), "time-breakdown")]
     if r.get("timeline"):
-        sections.append(_section("Estimated timeline of one core", timeline_svg(r["timeline"]), "timeline-section"))
+        sections.append(_section("Estimated timeline of one core", timeline_svg(r["timeline"], palette),
+                                 "timeline-section"))
     coll = r.get("collective_groups") or r.get("collectives") or {}
     if coll:
         sections.append(_section("Collectives per group", _table(

@@ -68,44 +68,45 @@ class _Plain:
 
 
 class _Rich:
-    """A `rich` display on a terminal: finished stages with their time, the current one live."""
+    """A `rich` display on a terminal: finished stages with their time, the current one live with
+    its count and the time left when it is counted (gone when the report is printed)."""
 
     def __init__(self, command: str, stream) -> None:
         from rich.console import Console
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress as RichProgress, SpinnerColumn,
-                                   TextColumn, TimeElapsedColumn, TimeRemainingColumn)
+        from rich.progress import BarColumn, Progress as RichProgress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+        self.command = command
         self.console = Console(file=stream, stderr=stream is sys.stderr)
         self.bar = RichProgress(SpinnerColumn(finished_text="[green]✓"), TextColumn("{task.description}"),
-                                BarColumn(bar_width=30), MofNCompleteColumn(), TextColumn("elapsed"),
-                                TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
+                                BarColumn(bar_width=24), TextColumn("{task.fields[count]}"),
+                                TimeElapsedColumn(), TextColumn("{task.fields[left]}"),
                                 console=self.console, redirect_stdout=False, redirect_stderr=False,
-                                transient=True)   # gone when the report is printed
-        self.title = self.bar.add_task(f"[bold]plan {command}", total=None)
+                                transient=True)
         self.task = None
         self.bar.start()
 
     def _done(self) -> None:
         if self.task is not None:
             t = self.bar.tasks[self.task]
-            self.bar.update(self.task, total=t.total or 1, completed=t.total or 1)
+            self.bar.update(self.task, total=t.total or 1, completed=t.total or 1, left="")
             self.bar.stop_task(self.task)
 
     def stage(self, p: "Progress") -> None:
         self._done()
-        self.task = self.bar.add_task(f"{p.stage_name}" + (f" ({p.unit}s)" if p.unit else ""), total=p.total)
+        self.task = self.bar.add_task(f"[bold]plan {self.command}[/]: {p.stage_name}", total=p.total,
+                                      count=p.count_text(), left="")
 
     def update(self, p: "Progress", force: bool = False) -> None:
         if self.task is not None:
-            self.bar.update(self.task, completed=p.done, description=p.live_text())
+            left = _left(time.monotonic() - p.stage_t0, p.done, p.total)
+            self.bar.update(self.task, completed=p.done, description=f"[bold]plan {self.command}[/]: {p.live_text()}",
+                            count=p.count_text(), left=f"about {_clock(left)} left" if left is not None else "")
 
     def note(self, p: "Progress", text: str) -> None:
-        if self.task is not None:
-            self.bar.update(self.task, description=p.live_text())
+        self.update(p)
 
     def close(self, p: "Progress", discard: bool = False) -> None:
         self._done()
-        self.bar.update(self.title, total=1, completed=1)
         self.bar.stop()
 
 
@@ -121,9 +122,11 @@ class Progress:
         self.stage_t0 = self.t0
         self.compiling: str | None = None
         self.graphs = 0
+        self.prefix = ""
         self.view = _Plain(command, stream) if plain else _Rich(command, stream)
 
     def stage(self, name: str, total: int | None = None, unit: str | None = None) -> None:
+        name = self.prefix + name
         if self.total and isinstance(self.view, _Plain):   # a counted stage ends: how long it took
             self.view.line(self.t0, f"{self.stage_name}: {self.total:,} {self.unit}s in "
                                     f"{_clock(time.monotonic() - self.stage_t0)}")
@@ -137,6 +140,8 @@ class Progress:
 
     def counted_text(self) -> str:
         text = self.stage_name
+        if self.unit and not self.total:
+            text += f": {self.unit} {self.done:,}"
         if self.total:
             text += f": {self.unit or 'item'} {self.done:,} of {self.total:,}"
             left = _left(time.monotonic() - self.stage_t0, self.done, self.total)
@@ -144,18 +149,24 @@ class Progress:
         return text
 
     def live_text(self) -> str:
-        text = self.stage_name + (f" ({self.unit}s)" if self.unit else "")
-        return text + (f": compiling graph {self.compiling}" if self.compiling else "")
+        return self.stage_name + (f": compiling graph {self.compiling}" if self.compiling else "")
+
+    def count_text(self) -> str:
+        if not self.unit:
+            return ""
+        return f"{self.unit} {self.done:,}" + (f" of {self.total:,}" if self.total else "")
 
     def compile_started(self) -> None:
         self.graphs += 1
         self.compiling = f"{self.graphs}"
+        self.compile_t0 = time.monotonic()
         self.view.note(self, f"{self.stage_name}: compiling graph {self.graphs}")
 
     def compile_ended(self) -> None:
         self.compiling = None
-        self.view.note(self, f"{self.stage_name}: graph {self.graphs} compiled") \
-            if isinstance(self.view, _Plain) else self.view.update(self)
+        took = time.monotonic() - self.compile_t0
+        if took >= 1.0 or not isinstance(self.view, _Plain):   # plain: only compiles worth a line
+            self.view.note(self, f"{self.stage_name}: graph {self.graphs} compiled in {took:.0f} s")
 
     def close(self, discard: bool = False) -> None:
         self.view.close(self, discard)
@@ -184,6 +195,12 @@ def stage(name: str, total: int | None = None, unit: str | None = None) -> None:
         _current[-1].stage(name, total, unit)
 
 
+def within(text: str) -> None:
+    """Name the outer unit of work the next stages belong to ("layout 2 of 6"; "" ends it)."""
+    if _current:
+        _current[-1].prefix = f"{text}: " if text else ""
+
+
 def update(done: int) -> None:
     """Items of the current counted stage done so far."""
     if _current:
@@ -200,8 +217,20 @@ def forward(tokens: int, key=None) -> None:
     if key is not None and key == _last_forward[0]:
         return
     _last_forward[0] = key
-    if _current and tokens == 1 and _current[-1].unit == "token":
-        _current[-1].update(_current[-1].done + 1)
+    if _current and tokens == 1:
+        if _current[-1].total and _current[-1].unit == "token":
+            _current[-1].update(_current[-1].done + 1)
+        else:
+            count("decode step")
+
+
+def count(unit: str) -> None:
+    """One more `unit` done in a stage whose total is not known (`plan run`: optimizer steps)."""
+    if _current and not _current[-1].total:
+        p = _current[-1]
+        done = p.done + 1 if p.unit == unit else 1
+        p.unit = unit
+        p.update(done)
 
 
 def finish(discard: bool = False) -> None:
