@@ -22,6 +22,7 @@ VERBOSE_ENV = "TORCH_NEURONX_PLAN_VERBOSE"   # a `plan run` child inherits -v th
 _UNMODELLED = re.compile(r"no cost model for (\S+?);")
 _MODE = re.compile(r"does not support mode=")
 
+NOTE_CHARS = 200   # a note's first line in the markdown, at most
 _last: list = []
 
 
@@ -179,6 +180,7 @@ def markdown(notes: list[dict]) -> list[str]:
             continue
         label = {"ignored mode": "ignored", "warning": "warning", "log": "log"}[n["kind"]]
         first = n["text"].splitlines()[0] if n["text"] else ""
+        first = first if len(first) <= NOTE_CHARS else first[:NOTE_CHARS - 3] + "..."   # the JSON has it all
         lines.append(f"- {label} ({times(n['count'])}, {n['where']}): {first}")
     return lines
 

@@ -71,15 +71,21 @@ class _Rich:
     """A `rich` display on a terminal: finished stages with their time, the current one live with
     its count and the time left when it is counted (gone when the report is printed)."""
 
-    def __init__(self, command: str, stream) -> None:
+    def __init__(self, command: str, stream, t0) -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, Progress as RichProgress, SpinnerColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import (BarColumn, Progress as RichProgress, ProgressColumn, SpinnerColumn, TextColumn,
+                                   TimeElapsedColumn)
+        from rich.text import Text
+
+        class Total(ProgressColumn):   # the command's whole time, re-executed process included
+            def render(self, task) -> Text:
+                return Text(f"(total {_clock(time.monotonic() - t0())})", style="dim")
 
         self.command = command
         self.console = Console(file=stream, stderr=stream is sys.stderr)
         self.bar = RichProgress(SpinnerColumn(finished_text="[green]✓"), TextColumn("{task.description}"),
                                 BarColumn(bar_width=24), TextColumn("{task.fields[count]}"),
-                                TimeElapsedColumn(), TextColumn("{task.fields[left]}"),
+                                TimeElapsedColumn(), TextColumn("{task.fields[left]}"), Total(),
                                 console=self.console, redirect_stdout=False, redirect_stderr=False,
                                 transient=True)
         self.task = None
@@ -123,7 +129,7 @@ class Progress:
         self.compiling: str | None = None
         self.graphs = 0
         self.prefix = ""
-        self.view = _Plain(command, stream) if plain else _Rich(command, stream)
+        self.view = _Plain(command, stream) if plain else _Rich(command, stream, lambda: self.t0)
 
     def stage(self, name: str, total: int | None = None, unit: str | None = None) -> None:
         name = self.prefix + name
