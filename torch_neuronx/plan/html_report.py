@@ -33,7 +33,8 @@ section{background:#fff;border:1px solid #dde1e6;border-radius:8px;padding:16px 
 .fits{background:#dff3e4;color:#1a7f37} .nofit{background:#ffe1e1;color:#b3261e}
 .assume{color:#57606a;margin:4px 0 0}
 table{border-collapse:collapse;width:100%} th,td{text-align:left;padding:5px 10px;border-bottom:1px solid #eceff2}
-th{font-weight:600;color:#57606a;background:#fafbfc} td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+th{font-weight:600;color:#57606a;background:#fafbfc} #sweep td,#sweep th{white-space:nowrap}
+#sweep td.wrap{white-space:normal;font-size:12px;color:#57606a;min-width:280px} td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 table.kv td:first-child{color:#57606a;width:38%}
 .cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(170px,1fr));gap:10px}
 .card{border:1px solid #e3e6ea;border-radius:8px;padding:10px 12px;background:#fbfcfd}
@@ -59,8 +60,8 @@ document.querySelectorAll('table.sortable').forEach(function(t){
       rows.sort(function(a,b){
         var x=a.cells[i].dataset.v, y=b.cells[i].dataset.v;
         var nx=parseFloat(x), ny=parseFloat(y);
+        if(isNaN(nx)!==isNaN(ny)) return isNaN(nx)?1:-1;   // rows without the figure last
         var c=(!isNaN(nx)&&!isNaN(ny))?nx-ny:(x||'').localeCompare(y||'');
-        if(isNaN(nx)!==isNaN(ny)) c=isNaN(nx)?1:-1;
         return asc?c:-c;});
       rows.forEach(function(r){t.tBodies[0].appendChild(r)});
     });
@@ -385,8 +386,8 @@ def sweep_page(rows: list[dict]) -> str:
                  (number(r.get("tokens_per_s")), r.get("tokens_per_s") or ""),
                  ("-" if r.get("mfu") is None else f"{100 * r['mfu']:.1f}%", r.get("mfu") or ""),
                  ((r.get("reason") or r.get("error") or (r.get("oom") or ""))[:160], "")]
-        tds = "".join(f'<td class="{"n" if SWEEP_HEAD[i][1] else ""}" data-v="{esc(v)}">{esc(t)}</td>'
-                      for i, (t, v) in enumerate(cells))
+        tds = "".join(f'<td class="{"n" if SWEEP_HEAD[i][1] else ("wrap" if i == len(cells) - 1 else "")}" '
+                      f'data-v="{esc(v)}">{esc(t)}</td>' for i, (t, v) in enumerate(cells))
         body.append(f'<tr class="{"ok" if fits else "no"}">{tds}</tr>')
     head = "".join(f'<th class="{c or ""}">{esc(h)}</th>' for h, c in SWEEP_HEAD)
     table = (f'<table id="sweep" class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody>'
