@@ -206,3 +206,17 @@ def test_terminal_shows_a_live_display_that_leaves_the_report(tiny_config_dir, t
     assert "PLAN-EXITED" in history and "# train:" in history and "## Notes" in history
     # the display made way for the report, and no warning was streamed
     assert "plan train:" not in history and not re.search(r"\d: \w*Warning: ", history), history[-4000:]
+
+
+def test_compiled_generate_keeps_its_warnings_for_the_notes(tiny_config_dir, tmp_path):
+    """transformers' generate asks the backend for mode='reduce-overhead' and ModTracker warns about its
+    hierarchy under compile: on the terminal only progress, in the report's notes each once."""
+    p, report = _plan(tiny_config_dir, tmp_path, "--tp", "2", "--compile", command="generate")
+    texts = [LINE.match(ln).group(3) for ln in p.stderr.splitlines() if LINE.match(ln)]
+    assert len(texts) == len(p.stderr.splitlines()), p.stderr          # nothing but progress lines
+    assert "Loading weights" not in p.stderr
+    assert any(t.startswith("generating: compiling graph") for t in texts)
+    assert "generating: 4 tokens in " in " ".join(texts)
+    ignored = [n for n in report["notes"] if n["kind"] == "ignored mode"]
+    assert len(ignored) == 1 and "mode='reduce-overhead'" in ignored[0]["text"] and ignored[0]["count"] == 1
+    assert "assumed mode: **compiled (decode step" in p.stdout and "- ignored (once, UserWarning at" in p.stdout

@@ -80,8 +80,13 @@ def main(args: argparse.Namespace) -> int:
     # the child shows the progress and collects the warnings (it runs the script): tell it how
     view = {progress.QUIET_ENV: "1" if args.quiet else "0", notes.VERBOSE_ENV: "1" if args.verbose else "0"}
     if launch.requested(args):   # one process per rank role, merged (plan/distributed/launch.py)
-        os.environ.update(view)
-        return launch.main(args, script)
+        saved = {k: os.environ.get(k) for k in view}
+        os.environ.update(view)       # the ranks' environments start from this one
+        try:
+            return launch.main(args, script)
+        finally:
+            for k, v in saved.items():
+                os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
     rc, report = run_script(script, instance=args.instance, lnc=args.lnc, trace=args.trace, extra_env=view)
     if report is None:
         print(f"plan run: the script exited with status {rc} before a report was written", file=sys.stderr)
