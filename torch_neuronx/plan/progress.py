@@ -32,6 +32,17 @@ def _clock(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
+def _process_age() -> float:
+    """Seconds since this process started (Linux /proc; 0 elsewhere)."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])   # field 22: start time after boot
+        with open("/proc/uptime") as f:
+            return max(0.0, float(f.read().split()[0]) - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def _left(elapsed: float, done: int, total: int | None) -> float | None:
     """Seconds left at the stage's mean rate so far (None before the first item or without a total)."""
     if not total or done <= 0 or done >= total:
@@ -188,7 +199,7 @@ def start(command: str, *, quiet: bool = False, stream=None, plain: bool | None 
     if quiet or os.environ.get(QUIET_ENV) == "1":
         return None
     p = Progress(command, stream, plain)
-    p.wall_t0 = started or time.time()
+    p.wall_t0 = started or time.time() - _process_age()   # python's start and imports count too
     p.t0 -= max(0.0, time.time() - p.wall_t0)
     _current.append(p)
     _watch_compiles()
