@@ -22,7 +22,7 @@ import time
 
 PLAIN_EVERY_S = 10.0   # a counted stage prints a plain line at most this often (and at its end)
 QUIET_ENV = "TORCH_NEURONX_PLAN_QUIET"   # a `plan run` child inherits --quiet through this
-STARTED_ENV = "TORCH_NEURONX_PLAN_STARTED"   # when a re-executed command started (time.time())
+STARTED_ENV = "TORCH_NEURONX_PLAN_STARTED"   # a re-executed command's start and lines (handover())
 
 _current: list = []   # the active display (at most one)
 
@@ -123,8 +123,25 @@ class _Rich:
         self.update(p)
 
     def close(self, p: "Progress", discard: bool = False) -> None:
+        if discard:   # handed over: the lines stay until the next process's display replaces them
+            if self.task is not None:
+                self.bar.update(self.task, description=f"[bold]plan {self.command}[/]: {p.stage_name}: "
+                                                       "starting the plan's own process")
+            self.bar.live.transient = False
+            self.bar.stop()
+            return
         self._done()
         self.bar.stop()
+
+    def lines(self) -> int:
+        return len(self.bar.tasks)
+
+    def take_over(self, lines: int) -> None:
+        """Erase the `lines` the replaced process left, one by one (cursor up, erase the line: not
+        clearing the screen, which terminals such as tmux keep in their scrollback)."""
+        if lines > 0:
+            self.console.file.write("\x1b[1A\x1b[2K" * lines + "\r")
+            self.console.file.flush()
 
 
 class Progress:
@@ -191,16 +208,22 @@ class Progress:
 
 # ---- the functions plan code calls ---------------------------------------------------------------
 def start(command: str, *, quiet: bool = False, stream=None, plain: bool | None = None,
-          started: float | None = None) -> Progress | None:
+          handed: str | None = None) -> Progress | None:
     """Show the progress of `command` (until `finish()`); `quiet` (or TORCH_NEURONX_PLAN_QUIET=1)
     shows nothing. `plain` forces plain lines (default: plain unless the stream is a terminal);
-    `started` (time.time()) when the command began in an earlier process (a re-executed plan)."""
+    `handed`: what `handover()` gave the process this one replaces (its clock and its lines)."""
     finish()
     if quiet or os.environ.get(QUIET_ENV) == "1":
         return None
+    started, lines = None, 0
+    if handed:
+        when, _, count = handed.partition(":")
+        started, lines = float(when), int(count or 0)
     p = Progress(command, stream, plain)
     p.wall_t0 = started or time.time() - _process_age()   # python's start and imports count too
     p.t0 -= max(0.0, time.time() - p.wall_t0)
+    if isinstance(p.view, _Rich):
+        p.view.take_over(lines)
     _current.append(p)
     _watch_compiles()
     return p
@@ -250,20 +273,26 @@ def count(unit: str) -> None:
         p.update(done)
 
 
-def finish(discard: bool = False) -> None:
-    """Close the display (before the report is printed); `discard`: without a last line (the
-    process is replaced by one that shows its own)."""
+def finish() -> None:
+    """Close the display (before the report is printed)."""
     while _current:
-        _current.pop().close(discard)
+        _current.pop().close()
 
 
 def active() -> bool:
     return bool(_current)
 
 
-def started_at() -> float | None:
-    """When the running display's command started (time.time()), for a process that replaces it."""
-    return _current[-1].wall_t0 if _current else None
+def handover() -> str | None:
+    """Close the display for a process that replaces this one (os.execve) and goes on with it:
+    its lines stay on the terminal until that process's display takes their place. Returns what
+    that process's `start(handed=...)` needs (put it in TORCH_NEURONX_PLAN_STARTED)."""
+    if not _current:
+        return None
+    p = _current.pop()
+    lines = p.view.lines() if isinstance(p.view, _Rich) else 0
+    p.close(discard=True)
+    return f"{p.wall_t0!r}:{lines}"
 
 
 # ---- compiles ------------------------------------------------------------------------------------

@@ -126,9 +126,9 @@ def _ensure_runtime(args, layout, prog: str) -> None:
                     f"{'dry run' if not args.real else 'real run'} even with its environment set")
     env = _environment(args)
     env[_CHILD] = "1"
-    if progress.started_at():
-        env[progress.STARTED_ENV] = repr(progress.started_at())
-    progress.finish(discard=True)
+    handed = progress.handover()   # the new process's display goes on from this one's
+    if handed:
+        env[progress.STARTED_ENV] = handed
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, [sys.executable, "-m", "torch_neuronx.plan", *sys.argv[1:]], env)
@@ -181,11 +181,9 @@ def _finish(report: dict, args, title: str, rows, collected=None) -> int:
 
 def _start(args, command: str):
     """The progress display and the notes collection of one plan command."""
-    child = os.environ.get(_CHILD) == "1"   # a re-executed plan goes on with the same clock
-    started = os.environ.get(progress.STARTED_ENV) if child else None
-    progress.start(command, quiet=args.quiet, started=float(started) if started else None)
-    if not child:
-        progress.stage("starting (torch, transformers, the layout)")
+    child = os.environ.get(_CHILD) == "1"   # a re-executed plan goes on with the same clock and lines
+    progress.start(command, quiet=args.quiet, handed=os.environ.get(progress.STARTED_ENV) if child else None)
+    progress.stage("starting (torch, transformers, the layout)")
     return notes.collect(args.verbose)
 
 

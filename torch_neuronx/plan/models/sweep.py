@@ -118,7 +118,9 @@ def _gib(n):
 
 
 def _g(v, scale=1.0):
-    return "-" if v is None else f"{v * scale:.4g}"
+    from ..wording import number
+
+    return "-" if v is None else number(v * scale)
 
 
 def table(rows: list[dict]) -> str:
