@@ -182,11 +182,12 @@ def test_terminal_shows_a_live_display_that_leaves_the_report(tiny_config_dir, t
     session = f"plan-progress-{uuid.uuid4().hex[:8]}"
     tmux = ["tmux", "-L", session]
     env = " ".join(f"{k}={v}" for k, v in (("PYTHONPATH", os.environ.get("PYTHONPATH", "")),))
-    cmd = (f"cd {os.getcwd()} && {env} {sys.executable} -m torch_neuronx.plan train --config {tiny_config_dir} "
+    cmd = (f"unset COLUMNS LINES; cd {os.getcwd()} && {env} {sys.executable} -m torch_neuronx.plan train --config {tiny_config_dir} "
            f"--instance trn2.3xlarge --lnc 2 --tp 2 --seq-len 16; echo PLAN-EXITED; sleep 60")
     screens = []
     try:
-        subprocess.run(tmux + ["new-session", "-d", "-s", session, "-x", "150", "-y", "40", cmd], check=True)
+        subprocess.run(tmux + ["new-session", "-d", "-s", session, "-x", "200", "-y", "40", cmd], check=True)
+        subprocess.run(tmux + ["resize-window", "-t", session, "-x", "200", "-y", "40"], capture_output=True)
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             screen = subprocess.run(tmux + ["capture-pane", "-p", "-t", session], capture_output=True,
@@ -201,7 +202,8 @@ def test_terminal_shows_a_live_display_that_leaves_the_report(tiny_config_dir, t
         subprocess.run(tmux + ["kill-server"], capture_output=True)
     live = [s for s in screens if "plan train:" in s]
     assert live, screens[-1]
-    assert any(re.search(r"plan train: building the model and sharding it .* 0:00:\d\d", s) for s in live)
+    assert any(re.search(r"plan train: building the model and sharding it .* 0:00:\d\d", s) for s in live), \
+        "\n=====\n".join(live)
     assert any(re.search(r"plan train: training .* step [01] of 2", s) for s in live)
     assert "PLAN-EXITED" in history and "# train:" in history and "## Notes" in history
     # the display made way for the report, and no warning was streamed

@@ -94,7 +94,7 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
 
-            progress.stage("training (step 1: warm-up, step 2: estimated)", total=2, unit="step")
+            progress.stage("training (warm-up step, estimated step)", total=2, unit="step")
             step()   # warm-up: the optimizer state appears here
             progress.update(1)
             with region.timed():
