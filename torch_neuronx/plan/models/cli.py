@@ -183,7 +183,8 @@ def _start(args, command: str):
     """The progress display and the notes collection of one plan command."""
     child = os.environ.get(_CHILD) == "1"   # a re-executed plan goes on with the same clock and lines
     progress.start(command, quiet=args.quiet, handed=os.environ.get(progress.STARTED_ENV) if child else None)
-    progress.stage("starting (torch, transformers, the layout)")
+    progress.stage("starting the plan's own process (instance, LNC, dry run)" if child
+                   else "starting (torch, transformers, the layout)")
     return notes.collect(args.verbose)
 
 
