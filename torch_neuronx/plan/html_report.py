@@ -259,10 +259,10 @@ def _syncs(r: dict) -> str:
     syncs = r.get("host_syncs") or []
     if not syncs:
         return '<p class="note">none</p>'
-    from .notes import _short
+    from .notes import short_path
 
     return _table(["call site", "kind", "count"],
-                  [(_short(s["site"]), s["kind"], number(s["count"])) for s in syncs[:40]], numeric=(2,))
+                  [(short_path(s["site"]), s["kind"], number(s["count"])) for s in syncs[:40]], numeric=(2,))
 
 
 def model_page(r: dict) -> str:

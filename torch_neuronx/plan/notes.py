@@ -71,7 +71,7 @@ class Collected:
         match = _UNMODELLED.search(text)
         if match:   # the report lists these with their op counts
             kind, text = "unmodelled op", match.group(1)
-        self.add(kind, text, f"{category.__name__} at {_short(filename)}:{lineno}")
+        self.add(kind, text, f"{category.__name__} at {short_path(filename)}:{lineno}")
         if self.verbose:
             self._original_show(message, category, filename, lineno, file, line)
 
@@ -145,7 +145,7 @@ class Collected:
         return out
 
 
-def _short(path: str) -> str:
+def short_path(path: str) -> str:
     """A warning's file without the site-packages prefix."""
     for marker in ("site-packages/", "dist-packages/", "/torch_neuronx/"):
         if marker in path:

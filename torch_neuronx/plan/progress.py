@@ -73,9 +73,9 @@ class _Plain:
     def note(self, p: "Progress", text: str) -> None:
         self.line(p.t0, text)
 
-    def close(self, p: "Progress", discard: bool = False) -> None:
+    def close(self, p: "Progress", discard: bool = False, outcome: str = "done") -> None:
         if not discard:
-            self.line(p.t0, "done")
+            self.line(p.t0, outcome)
 
 
 class _Rich:
@@ -122,7 +122,7 @@ class _Rich:
     def note(self, p: "Progress", text: str) -> None:
         self.update(p)
 
-    def close(self, p: "Progress", discard: bool = False) -> None:
+    def close(self, p: "Progress", discard: bool = False, outcome: str = "done") -> None:
         if discard:   # handed over: the lines stay until the next process's display replaces them
             if self.task is not None:
                 self.bar.update(self.task, description=f"[bold]plan {self.command}[/]: {p.stage_name}: "
@@ -202,8 +202,8 @@ class Progress:
         if took >= 1.0 or not isinstance(self.view, _Plain):   # plain: only compiles worth a line
             self.view.note(self, f"{self.stage_name}: graph {self.graphs} compiled in {took:.0f} s")
 
-    def close(self, discard: bool = False) -> None:
-        self.view.close(self, discard)
+    def close(self, discard: bool = False, outcome: str = "done") -> None:
+        self.view.close(self, discard, outcome)
 
 
 # ---- the functions plan code calls ---------------------------------------------------------------
@@ -273,10 +273,10 @@ def count(unit: str) -> None:
         p.update(done)
 
 
-def finish() -> None:
-    """Close the display (before the report is printed)."""
+def finish(outcome: str = "done") -> None:
+    """Close the display (before the report is printed); `outcome` is its last plain line."""
     while _current:
-        _current.pop().close()
+        _current.pop().close(outcome=outcome)
 
 
 def active() -> bool:

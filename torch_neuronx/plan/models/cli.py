@@ -10,6 +10,7 @@ before the neuron runtime starts, so the allocator has the instance's HBM per co
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -44,7 +45,7 @@ def add_view_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _fail(prog: str, message: str):
-    progress.finish()
+    progress.finish("stopped")
     print(f"{prog}: error: {message}", file=sys.stderr)
     raise SystemExit(2)
 
@@ -179,13 +180,24 @@ def _finish(report: dict, args, title: str, rows, collected=None) -> int:
     return 0 if report["fits"] else 1
 
 
+@contextlib.contextmanager
 def _start(args, command: str):
-    """The progress display and the notes collection of one plan command."""
+    """The progress display and the notes collection of one plan command. If the plan fails, the
+    display closes and the collected notes are printed: they may say why."""
     child = os.environ.get(_CHILD) == "1"   # a re-executed plan goes on with the same clock and lines
     progress.start(command, quiet=args.quiet, handed=os.environ.get(progress.STARTED_ENV) if child else None)
     progress.stage("starting the plan's own process (instance, LNC, dry run)" if child
                    else "starting (torch, transformers, the layout)")
-    return notes.collect(args.verbose)
+    collected = notes.collect(args.verbose)
+    try:
+        with collected:
+            yield collected
+    except BaseException as err:
+        progress.finish("stopped")
+        if not isinstance(err, SystemExit) and collected.items and not collected.verbose:
+            print("\n".join(["the plan stopped; what it collected until then:"] + notes.markdown(collected.section())[2:]),
+                  file=sys.stderr)
+        raise
 
 
 def _fmt(v, unit="", scale=1.0, digits=4):
@@ -212,7 +224,6 @@ def run_generate(args) -> int:
                                    prefill_chunk_size=args.prefill_chunk_size, compile=args.compile,
                                    dry_run=not args.real)
         except (LayoutError, ValueError) as err:
-            progress.finish()
             _fail(prog, str(err))
         report["mode"] = "compiled (decode step: torch.compile, backend neuron)" if args.compile else "eager"
     rows = [("TTFT", _fmt(report["ttft_ms"], " ms")), ("per output token", _fmt(report["tpot_ms"], " ms")),
@@ -247,7 +258,6 @@ def run_train(args) -> int:
                                 gradient_checkpointing=args.gradient_checkpointing, dry_run=not args.real,
                                 zero1=args.zero1)
         except (LayoutError, ValueError) as err:
-            progress.finish()
             _fail(prog, str(err))
         report["mode"] = "eager"   # plan train runs the model's ops one by one
     rows = [("step time", _fmt(report["step_time_s"], " s")), ("tokens/s", _fmt(report["tokens_per_s"])),
