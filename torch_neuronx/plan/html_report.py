@@ -245,13 +245,14 @@ def ranks_text(group: str) -> str:
 
 
 def _collectives_rows(collectives: dict) -> list:
+    """One row per kind and group; bytes and seconds are per kind (on its first group's row)."""
     rows = []
     for kind, c in collectives.items():
         groups = c.get("groups") or {"-": c["count"]}
-        for group, n in groups.items():
-            rows.append((kind, ranks_text(group), number(n),
-                         size(c["bytes"]) if len(groups) == 1 else f"{size(c['bytes'])} (all groups)",
-                         seconds(c["seconds"]) if len(groups) == 1 else f"{seconds(c['seconds'])} (all groups)"))
+        note = "" if len(groups) == 1 else f" (all {len(groups)} groups)"
+        for i, (group, n) in enumerate(groups.items()):
+            rows.append((kind, ranks_text(group), number(n), f"{size(c['bytes'])}{note}" if i == 0 else "",
+                         f"{seconds(c['seconds'])}{note}" if i == 0 else ""))
     return rows
 
 
