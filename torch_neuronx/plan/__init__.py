@@ -88,6 +88,9 @@ def install() -> None:
 
 
 def _report_at_exit(run: DryRun) -> None:
+    from . import progress
+
+    progress.stage("writing the report")   # shown only under a plan command's display
     try:
         data = run.report()
         path = config.report_path()
@@ -106,3 +109,4 @@ def _report_at_exit(run: DryRun) -> None:
     except Exception as err:  # noqa: BLE001 - at exit: say why there is no report
         print(f"torch_neuronx.plan: could not write the dry-run report ({type(err).__name__}: {err})",
               file=sys.stderr)
+    progress.finish()

@@ -14,6 +14,7 @@ COMMANDS = [
     ("generate", "torch_neuronx.plan.models.cmd_generate", "plan generate() of a HF model from its config.json"),
     ("train", "torch_neuronx.plan.models.cmd_train", "plan a training step of a HF model from its config.json"),
     ("sweep", "torch_neuronx.plan.models.sweep", "plan a training step for every layout of the lists given"),
+    ("html", "torch_neuronx.plan.html_report", "write a plan's --json report as one self-contained HTML page"),
 ]
 
 

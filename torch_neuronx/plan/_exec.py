@@ -6,6 +6,7 @@ A script that stops at an allocation that does not fit ends here with exit statu
 """
 from __future__ import annotations
 
+import os
 import runpy
 import sys
 
@@ -13,8 +14,10 @@ import sys
 def main(argv: list[str]) -> int:
     import torch
 
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
     import torch_neuronx  # noqa: F401 - registration enters the dry run
-    from . import active
+    from . import active, notes, progress
 
     if not argv:
         print("usage: python -m torch_neuronx.plan._exec script.py [args...]", file=sys.stderr)
@@ -24,8 +27,12 @@ def main(argv: list[str]) -> int:
               "for real", file=sys.stderr)
         return 2
     sys.argv = list(argv)
+    progress.start("run")   # TORCH_NEURONX_PLAN_QUIET=1 (plan run --quiet) shows nothing
+    progress.stage(f"running {os.path.basename(argv[0])}")
+    watch = register_optimizer_step_post_hook(lambda *_: progress.count("optimizer step"))
     try:
-        runpy.run_path(argv[0], run_name="__main__")
+        with notes.collect():   # into the at-exit report's notes (plan run -v streams them too)
+            runpy.run_path(argv[0], run_name="__main__")
     except torch.OutOfMemoryError as err:
         run = active()
         if run is None or run.memory.oom is None:
@@ -34,6 +41,8 @@ def main(argv: list[str]) -> int:
               f"({run.memory.oom['site']}): {str(err).splitlines()[0]}", file=sys.stderr)
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    finally:
+        watch.remove()
     return 0
 
 

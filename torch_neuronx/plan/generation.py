@@ -22,6 +22,8 @@ import importlib.abc
 import importlib.machinery
 import sys
 
+from . import progress
+
 _MODULE = "transformers.generation.utils"
 
 
@@ -87,6 +89,7 @@ class GenerateCalls:
         def noting(input_ids, *a, **kw):
             tokens = kw.get("next_sequence_length") or (input_ids.shape[-1] if input_ids is not None else 1)
             forwards.append((self._mark(), int(tokens)))
+            progress.forward(int(tokens), (id(input_ids), getattr(input_ids, "shape", None)))   # "token i of N"
             return prepare(input_ids, *a, **kw)
 
         ids = kwargs.get("input_ids", args[0] if args else None)

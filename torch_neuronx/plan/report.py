@@ -5,6 +5,9 @@ import json
 
 from ..compiler.metrics import counts_since   # cheap: imports no dynamo
 from .fallbacks import markdown_lines as fallback_lines
+from . import notes as notes_mod
+from .timeline import summary as timeline_summary
+from .wording import assumption_lines, plural, overridden_assumptions, overridden_settings
 
 SCHEMA_VERSION = 1
 
@@ -80,9 +83,22 @@ def build(run) -> dict:
         },
         "unmodelled_ops": sorted(est.unmodelled),
         "planning_wall_s": run.wall_s,
-        "assumptions": {"host_sync_s": hw.assumptions.host_sync_s},
+        # eager unless something compiled: how the script's ops were costed
+        "mode": "compiled graphs and eager ops between them" if graph_names else "eager",
+        "assumptions": {"host_sync_s": hw.assumptions.host_sync_s,
+                        "overridden": {**overridden_assumptions(hw.assumptions), **overridden_settings()}},
+        "notes": _notes(est, run.ops),     # warnings collected while planning (plan/notes.py)
+        "timeline": timeline_summary(est.events),   # one core's estimated timeline, for --html
         "distributed": distributed_section(est),   # rank, world, collectives by group (plan/distributed)
     }
+
+
+def _notes(est, ops: dict) -> list[dict]:
+    """The notes of the plan's collection (a `plan run` child collects them), else the unmodelled ops."""
+    collected = notes_mod.last()
+    if collected is None:
+        collected = notes_mod.Collected()
+    return collected.section(sorted(est.unmodelled), ops)
 
 
 def _break_line(reason: str) -> str:
@@ -136,6 +152,8 @@ def _generate_row(g: dict) -> str:
 def markdown(r: dict) -> str:
     verdict = "fits" if r["fits"] else "does NOT fit"
     lines = [f"# Dry run on {r['instance']} (LNC={r['lnc']}): {verdict}", ""]
+    if "mode" in r:
+        lines += assumption_lines(r["mode"], r["assumptions"].get("overridden") or {}) + [""]
     lines.append("| core | peak allocated | peak reserved | capacity | headroom | parameters | gradients "
                  "| optimizer state | activations | KV cache | other |")
     lines.append("|---" * 11 + "|")
@@ -153,14 +171,14 @@ def markdown(r: dict) -> str:
     tb = r["time_breakdown"]
     lines += ["", "## Estimated time", "",
               f"total {_t(r['estimated_total_s'])}"
-              + (f", {r['optimizer_steps']} optimizer steps, {_t(r['estimated_step_s'])} per step"
+              + (f", {plural(r['optimizer_steps'], 'optimizer step')}, {_t(r['estimated_step_s'])} per step"
                  if r["optimizer_steps"] else "")
               + f"; MFU {100 * r['mfu']:.1f}%", "",
               "| compute | memory | launch | collectives | host syncs |", "|---|---|---|---|---|",
               f"| {_t(tb['compute_s'])} | {_t(tb['memory_s'])} | {_t(tb['launch_s'])} "
               f"| {_t(sum(c['seconds'] for c in tb['collectives'].values()))} | {_t(tb['host_syncs_s'])} |"]
     for kind, c in tb["collectives"].items():
-        lines.append(f"- {kind}: {c['count']} calls, {c['bytes'] / 1e6:.3g} MB, {_t(c['seconds'])}")
+        lines.append(f"- {kind}: {plural(c['count'], 'call')}, {c['bytes'] / 1e6:,.3g} MB, {_t(c['seconds'])}")
     gens = r.get("generate_calls") or []
     if gens:
         lines += ["", f"## generate() calls: {len(gens)}", "",
@@ -168,18 +186,20 @@ def markdown(r: dict) -> str:
                   "|---|---|---|---|---|---|---|"]
         lines += [_generate_row(g) for g in gens[:10]]
     comp = r["compiled"]
-    lines += ["", f"## Compiled graphs: {comp['distinct_graphs']} distinct, {comp['graphs_compiled']} compiled, "
-              f"{comp['recompilations']} recompilations, {comp['graph_breaks']} graph breaks"]
+    lines += ["", f"## Compiled graphs: {comp['distinct_graphs']:,} distinct, {comp['graphs_compiled']:,} compiled, "
+              f"{plural(comp['recompilations'], 'recompilation')}, {plural(comp['graph_breaks'], 'graph break')}"]
     lines += [f"- recompiled: {x}" for x in comp["recompile_reasons"][:10]]
     lines += [f"- graph break ({n}x): {_break_line(reason)}" for reason, n in list(comp["graph_break_reasons"].items())[:10]]
-    lines += ["", f"## Host syncs: {r['host_sync_count']} (each a point where the host waits for the device)", ""]
+    lines += ["", f"## Host syncs: {r['host_sync_count']:,} (each a point where the host waits for the device)", ""]
     if r["host_syncs"]:
         lines += ["| site | kind | count |", "|---|---|---|"]
         lines += [f"| `{s['site']}` | {s['kind']} | {s['count']} |" for s in r["host_syncs"][:20]]
     lines += fallback_lines(r)
-    if r["unmodelled_ops"]:
+    if r.get("notes") is not None:
+        lines += notes_mod.markdown(r["notes"])
+    elif r["unmodelled_ops"]:
         lines += ["", "Ops without a cost model (counted as Vector-engine ops): " + ", ".join(r["unmodelled_ops"])]
-    lines += ["", f"{r['ops']} neuron ops; planned in {r['planning_wall_s']:.1f} s"
+    lines += ["", f"{r['ops']:,} neuron ops; planned in {r['planning_wall_s']:.1f} s"
               + ("" if r["phantom_memory"] else " (device memory was real: not a phantom-memory run)")
               + ". Estimates from the documented model (docs/estimate.md), not measurements."]
     return "\n".join(lines)

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 
-from . import config
+from . import config, notes, progress
 from .distributed import launch
 
 
@@ -24,6 +24,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", dest="json_out", default=None, metavar="OUT.json", help="write the report as JSON")
     p.add_argument("--trace", default=None, metavar="OUT.json", help="write the estimated device timeline "
                    "(Chrome/Perfetto trace)")
+    from .models.cli import add_view_arguments   # --html, --quiet, -v (every plan command)
+
+    add_view_arguments(p)
     p.add_argument("script", nargs=argparse.REMAINDER, help="-- script.py args...")
     launch.add_arguments(p)   # --nproc-per-node, --nnodes, --all-ranks, ... (plan/distributed/launch.py)
 
@@ -74,14 +77,26 @@ def main(args: argparse.Namespace) -> int:
     if not os.path.isfile(script[0]):
         print(f"plan run: script {script[0]!r} does not exist", file=sys.stderr)
         return 2
+    # the child shows the progress and collects the warnings (it runs the script): tell it how
+    view = {progress.QUIET_ENV: "1" if args.quiet else "0", notes.VERBOSE_ENV: "1" if args.verbose else "0"}
     if launch.requested(args):   # one process per rank role, merged (plan/distributed/launch.py)
-        return launch.main(args, script)
-    rc, report = run_script(script, instance=args.instance, lnc=args.lnc, trace=args.trace)
+        saved = {k: os.environ.get(k) for k in view}
+        os.environ.update(view)       # the ranks' environments start from this one
+        try:
+            return launch.main(args, script)
+        finally:
+            for k, v in saved.items():
+                os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    rc, report = run_script(script, instance=args.instance, lnc=args.lnc, trace=args.trace, extra_env=view)
     if report is None:
         print(f"plan run: the script exited with status {rc} before a report was written", file=sys.stderr)
         return rc or 1
-    print(markdown(report))
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump(report, f, indent=1)
+    if args.html:
+        from .html_report import write as write_html
+
+        write_html(report, args.html)
+    print(markdown(report))
     return rc

@@ -10,10 +10,13 @@ before the neuron runtime starts, so the allocator has the instance's HBM per co
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 
+from .. import notes, progress
+from ..wording import plural
 from .cli_deployed import add_deployed_arguments, eager_flag_error, run_deployed
 from .layout import LayoutError, make_layout
 
@@ -30,9 +33,20 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", help="write the report here")
     p.add_argument("--real", action="store_true",
                    help="run for real instead of a dry run: every byte is allocated on this host (tiny configs)")
+    add_view_arguments(p)
+
+
+def add_view_arguments(p: argparse.ArgumentParser) -> None:
+    """What the user sees while and after planning (every plan command has these)."""
+    p.add_argument("--html", metavar="OUT.html", help="also write the report as one self-contained HTML page")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="stream warnings and library messages as they happen (else they are collected "
+                        "into the report's notes)")
 
 
 def _fail(prog: str, message: str):
+    progress.finish("stopped")
     print(f"{prog}: error: {message}", file=sys.stderr)
     raise SystemExit(2)
 
@@ -120,6 +134,9 @@ def _ensure_runtime(args, layout, prog: str) -> None:
                     f"{'dry run' if not args.real else 'real run'} even with its environment set")
     env = _environment(args)
     env[_CHILD] = "1"
+    handed = progress.handover()   # the new process's display goes on from this one's
+    if handed:
+        env[progress.STARTED_ENV] = handed
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, [sys.executable, "-m", "torch_neuronx.plan", *sys.argv[1:]], env)
@@ -156,16 +173,46 @@ def _prepare(args, prog: str):
     return layout, config
 
 
-def _finish(report: dict, args, title: str, rows) -> int:
+def _finish(report: dict, args, title: str, rows, collected=None) -> int:
     from .report import markdown, write_json
 
+    progress.stage("writing the report")
+    if collected is not None:
+        report["notes"] = collected.section(report["unmodelled_ops"], report.get("ops_by_name"))
     write_json(report, args.json)
+    if args.html:
+        from ..html_report import write as write_html
+
+        write_html(report, args.html)
+    progress.finish()
     print(markdown(report, title, rows))
     return 0 if report["fits"] else 1
 
 
+@contextlib.contextmanager
+def _start(args, command: str):
+    """The progress display and the notes collection of one plan command. If the plan fails, the
+    display closes and the collected notes are printed: they may say why."""
+    child = os.environ.get(_CHILD) == "1"   # a re-executed plan goes on with the same clock and lines
+    progress.start(command, quiet=args.quiet, handed=os.environ.get(progress.STARTED_ENV) if child else None)
+    progress.stage("starting the plan's own process (instance, LNC, dry run)" if child
+                   else "starting (torch, transformers, the layout)")
+    collected = notes.collect(args.verbose)
+    try:
+        with collected:
+            yield collected
+    except BaseException as err:
+        progress.finish("stopped")
+        if not isinstance(err, SystemExit) and collected.items and not collected.verbose:
+            print("\n".join(["the plan stopped; what it collected until then:"] + notes.markdown(collected.section())[2:]),
+                  file=sys.stderr)
+        raise
+
+
 def _fmt(v, unit="", scale=1.0, digits=4):
-    return "-" if v is None else f"{v * scale:.{digits}g}{unit}"
+    from ..wording import number
+
+    return "-" if v is None else f"{number(v * scale, digits)}{unit}"
 
 
 def generate_main(argv=None) -> int:
@@ -174,27 +221,36 @@ def generate_main(argv=None) -> int:
 
 def run_generate(args) -> int:
     prog = "python -m torch_neuronx.plan generate"
+    with _start(args, "generate") as collected:
+        if args.mode == "deployed":
+            finished = []
+            run_deployed(args, prog, _prepare, lambda report, _args, title, rows: finished.append((report, title, rows)),
+                         _fail)
+        else:
+            if eager_flag_error(args):
+                _fail(prog, eager_flag_error(args))
+            layout, config = _prepare(args, prog)
+            import torch
+
+            from .generate import plan_generate
+
+            try:
+                report = plan_generate(config, layout, batch=args.batch, input_tokens=args.input_tokens,
+                                       output_tokens=args.output_tokens, dtype=getattr(torch, args.dtype),
+                                       prefill_chunk_size=args.prefill_chunk_size, compile=args.compile,
+                                       dry_run=not args.real)
+            except (LayoutError, ValueError) as err:
+                _fail(prog, str(err))
+            report["mode"] = "compiled (decode step: torch.compile, backend neuron)" if args.compile else "eager"
     if args.mode == "deployed":
-        return run_deployed(args, prog, _prepare, _finish, _fail)
-    if eager_flag_error(args):
-        _fail(prog, eager_flag_error(args))
-    layout, config = _prepare(args, prog)
-    import torch
-
-    from .generate import plan_generate
-
-    try:
-        report = plan_generate(config, layout, batch=args.batch, input_tokens=args.input_tokens,
-                               output_tokens=args.output_tokens, dtype=getattr(torch, args.dtype),
-                               prefill_chunk_size=args.prefill_chunk_size, compile=args.compile,
-                               dry_run=not args.real)
-    except (LayoutError, ValueError) as err:
-        _fail(prog, str(err))
+        report, title, rows = finished[0]
+        return _finish(report, args, title, rows, collected)
     rows = [("TTFT", _fmt(report["ttft_ms"], " ms")), ("per output token", _fmt(report["tpot_ms"], " ms")),
             ("output tokens/s (one TP group)", _fmt(report["output_tokens_per_s"])),
-            (f"output tokens/s ({report['replicas']} replicas)", _fmt(report["output_tokens_per_s_all_replicas"]))]
+            (f"output tokens/s ({plural(report['replicas'], 'replica')})",
+             _fmt(report["output_tokens_per_s_all_replicas"]))]
     title = "generate (mode eager: Hugging Face generate()" + (", decode step compiled)" if args.compile else ")")
-    return _finish(report, args, title, rows)
+    return _finish(report, args, title, rows, collected)
 
 
 def train_main(argv=None) -> int:
@@ -210,21 +266,23 @@ def run_train(args) -> int:
             zero1_check(args.tp, args.fsdp)
         except ValueError as err:
             _fail(prog, str(err))
-    layout, config = _prepare(args, prog)
-    import torch
+    with _start(args, "train") as collected:
+        layout, config = _prepare(args, prog)
+        import torch
 
-    from .train import plan_train
+        from .train import plan_train
 
-    try:
-        report = plan_train(config, layout, micro_batch=args.micro_batch, global_batch=args.global_batch,
-                            seq_len=args.seq_len, dtype=getattr(torch, args.dtype),
-                            gradient_checkpointing=args.gradient_checkpointing, dry_run=not args.real,
-                            zero1=args.zero1)
-    except (LayoutError, ValueError) as err:
-        _fail(prog, str(err))
+        try:
+            report = plan_train(config, layout, micro_batch=args.micro_batch, global_batch=args.global_batch,
+                                seq_len=args.seq_len, dtype=getattr(torch, args.dtype),
+                                gradient_checkpointing=args.gradient_checkpointing, dry_run=not args.real,
+                                zero1=args.zero1)
+        except (LayoutError, ValueError) as err:
+            _fail(prog, str(err))
+        report["mode"] = "eager"   # plan train runs the model's ops one by one
     rows = [("step time", _fmt(report["step_time_s"], " s")), ("tokens/s", _fmt(report["tokens_per_s"])),
             ("sequences/s", _fmt(report["sequences_per_s"])), ("MFU", _fmt(report["mfu"], "%", 100, 3)),
-            ("gradient accumulation", str(report["grad_accum_steps"])),
+            ("gradient accumulation", plural(report["grad_accum_steps"], "micro-step")),
             ("FLOPs per core per step", _fmt(report.get("flops_per_core")))]
     if report.get("pipeline"):
         pipe = report["pipeline"]
@@ -232,7 +290,7 @@ def run_train(args) -> int:
                                  f"{pipe['microbatches']} micro-batches, bubble {pipe['bubble_fraction']:.1%}"))
     if report.get("kv_head_copies", 1) > 1:
         rows.append(("KV heads", f"replicated x{report['kv_head_copies']} ({report['kv_heads_per_rank']} per TP rank)"))
-    return _finish(report, args, "train", rows)
+    return _finish(report, args, "train", rows, collected)
 
 
 def main(argv=None) -> int:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..wording import plural
+
 MODES = ("deployed", "eager")
 
 
@@ -41,7 +43,7 @@ def _title(report: dict) -> str:
 def _rows(report: dict, fmt) -> list[tuple[str, str]]:
     rows = [("TTFT", fmt(report["ttft_ms"], " ms")), ("per output token (TPOT)", fmt(report["tpot_ms"], " ms")),
             ("output tokens/s (one TP group)", fmt(report["output_tokens_per_s"])),
-            (f"output tokens/s ({report['replicas']} replicas)", fmt(report["output_tokens_per_s_all_replicas"]))]
+            (f"output tokens/s ({plural(report['replicas'], 'replica')})", fmt(report["output_tokens_per_s_all_replicas"]))]
     graphs = report.get("graphs")
     if graphs:
         cte, tkg = graphs["context_encoding"], graphs["token_generation"]

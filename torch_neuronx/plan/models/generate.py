@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import progress
 from ..generation import GenerateCalls
 from .build import build_causal_lm, local_bytes
 from .layout import Layout, check_model
@@ -34,6 +35,7 @@ def plan_generate(config, layout: Layout, *, batch: int = 1, input_tokens: int =
         calls = GenerateCalls(region.est)   # the phases, as a dry run's report times every generate()
         out = None
         with region:
+            progress.stage("building the model and sharding it" if layout.tp > 1 else "building the model")
             model = build_causal_lm(config, dtype, tp=layout.tp)
             model.eval()
 
@@ -47,6 +49,7 @@ def plan_generate(config, layout: Layout, *, batch: int = 1, input_tokens: int =
                 disable_compile=not compile,
                 compile_config=CompileConfig(backend="neuron", fullgraph=False, dynamic=False) if compile else None)
             calls.start()
+            progress.stage("generating", total=output_tokens, unit="token")
             try:
                 with torch.no_grad(), region.timed():
                     out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=gen)

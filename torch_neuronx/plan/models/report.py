@@ -21,10 +21,14 @@ def dry_run_extras() -> dict:
     data = run.report()
     cores = data.get("cores") or [{}]
     return {"memory_at_peak_bytes_per_core": cores[0].get("breakdown"), "host_syncs": data["host_syncs"],
+            "ops_by_name": data["ops_by_name"],   # the counts of the notes' unmodelled ops
             "host_sync_count": data["host_sync_count"], "dry_run_oom_site": (data.get("oom") or {}).get("site")}
 
 
 def base_report(layout, config, model, region, dtype, dry_run: bool | None = None) -> dict:
+    from ..distributed.report import collectives_by_kind
+    from ..timeline import summary as timeline_summary
+    from ..wording import overridden_assumptions, overridden_settings
     from .build import local_bytes
 
     peak = region.peak_bytes()
@@ -53,6 +57,11 @@ def base_report(layout, config, model, region, dtype, dry_run: bool | None = Non
         "time_breakdown_s": region.by_category(),
         "collectives": region.collectives(),
         "unmodelled_ops": sorted(region.est.unmodelled),
+        # for the HTML page: the estimated timeline and the collectives' groups of what was timed
+        "timeline": timeline_summary(region.est.events),
+        "collective_groups": collectives_by_kind(region.est.events),
+        "assumptions_overridden": {**overridden_assumptions(region.est.hardware.assumptions),
+                                   **overridden_settings()},
         **dry_run_extras(),
     }
 
@@ -87,31 +96,27 @@ def write_json(report: dict, path: str | None) -> None:
             json.dump(report, f, indent=1, default=str)
 
 
-def _gib(n) -> str:
-    if n is None:
-        return "-"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n} B"
-
-
 def markdown(report: dict, title: str, rows: list[tuple[str, str]]) -> str:
-    """A short human-readable report: layout, fit, then the command's own figures."""
-    lines = [f"# {title}: {report['layout']} ({report['world_size']} ranks, {report['dtype']}"
+    """A short human-readable report: layout, assumptions, fit, the command's own figures, notes."""
+    from ..notes import markdown as notes_markdown
+    from ..wording import assumption_lines, number, plural, seconds, size
+
+    lines = [f"# {title}: {report['layout']} ({plural(report['world_size'], 'rank')}, {report['dtype']}"
              f"{', dry run' if report['dry_run'] else ', real run'})", "",
-             f"model: {report['model_type']}, {report['parameters'] or 0:,} parameters", "",
+             *assumption_lines(report.get("mode", "eager"), report.get("assumptions_overridden") or {}), "",
+             f"model: {report['model_type']}, {number(report['parameters'] or 0)} parameters", "",
              "| per core | |", "|---|---|",
-             f"| peak HBM | {_gib(report['peak_hbm_bytes_per_core'])} |",
-             f"| capacity | {_gib(report['hbm_capacity_bytes_per_core'])} |",
+             f"| peak HBM | {size(report['peak_hbm_bytes_per_core'])} |",
+             f"| capacity | {size(report['hbm_capacity_bytes_per_core'])} |",
              f"| fits | {'yes' if report['fits'] else 'NO'} |"]
     for name, value in report["memory_breakdown_bytes_per_core"].items():
-        lines.append(f"| {name} | {_gib(value)} |")
+        lines.append(f"| {name.replace('_', ' ')} | {size(value)} |")
     if report["oom"]:
         lines += ["", f"out of memory: {report['oom']}"]
     lines += ["", "| estimate | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
     top = list(report["time_breakdown_s"].items())[:6]
     if top:
-        lines += ["", "| time by category (one step) | s |", "|---|---|"]
-        lines += [f"| {k} | {v:.4g} |" for k, v in top]
+        lines += ["", "| time by category (one step) | |", "|---|---|"]
+        lines += [f"| {k} | {seconds(v)} |" for k, v in top]
+    lines += notes_markdown(report.get("notes") or [])
     return "\n".join(lines)

@@ -15,7 +15,8 @@ import subprocess
 import sys
 import tempfile
 
-from .cli import _fail
+from .. import progress
+from .cli import _fail, add_view_arguments
 from .layout import LayoutError, check_batch, check_model, make_layout
 
 
@@ -54,6 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="plan every row in this process (cheaper; all rows must share one instance and LNC)")
     p.add_argument("--row-timeout", type=float, default=900.0, help="seconds per layout")
     p.add_argument("--json", help="write the rows here")
+    add_view_arguments(p)   # --html (one sortable row per layout), --quiet, -v
 
 
 def layouts(args, config):
@@ -94,7 +96,7 @@ def _run_row(args, settings, layout) -> dict:
                "--instance", layout.instance, "--lnc", str(layout.lnc), "--nodes", str(layout.nodes),
                "--tp", str(layout.tp), "--fsdp", str(layout.fsdp), "--dp", str(layout.dp),
                "--micro-batch", str(settings["micro_batch"]), "--seq-len", str(settings["seq_len"]),
-               "--dtype", args.dtype, "--json", out]
+               "--dtype", args.dtype, "--json", out, "--quiet"]
         if args.global_batch:
             cmd += ["--global-batch", str(args.global_batch)]
         if settings["gradient_checkpointing"]:
@@ -116,7 +118,9 @@ def _gib(n):
 
 
 def _g(v, scale=1.0):
-    return "-" if v is None else f"{v * scale:.4g}"
+    from ..wording import number
+
+    return "-" if v is None else number(v * scale)
 
 
 def table(rows: list[dict]) -> str:
@@ -164,19 +168,34 @@ def main(args) -> int:
             except DryRunError as err:
                 _fail(prog, f"--in-process: {err}")
     rows = []
-    for settings, layout, reason in layouts(args, config):
+    todo = list(layouts(args, config))
+    progress.start("sweep", quiet=args.quiet)
+    progress.stage("planning layouts", total=sum(1 for _, layout, _ in todo if layout is not None), unit="layout")
+    planned, possible = 0, sum(1 for _, layout, _ in todo if layout is not None)
+    for settings, layout, reason in todo:
         row = dict(settings)
         if layout is None:
             row["reason"] = reason
         else:
+            if args.in_process:   # the row's own stages show under its name
+                progress.within(f"layout {planned + 1} of {possible} ({layout.describe()})")
             result = (_run_row_here(args, settings, layout, config) if args.in_process
                       else _run_row(args, settings, layout))
             row.update({k: result[k] for k in KEEP if k in result})
+            planned += 1
+            if args.in_process:
+                progress.within("")
+                progress.stage(f"planning layouts ({planned} done)", total=possible, unit="layout")
+            progress.update(planned)
         rows.append(row)
-        print(f"planned {len(rows)}: {row['instance']} LNC={row['lnc']} TP{row['tp']} FSDP{row['fsdp']} "
-              f"mb={row['micro_batch']} seq={row['seq_len']}", file=sys.stderr, flush=True)
+    progress.stage("writing the report")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
+    if args.html:
+        from ..html_report import write as write_html
+
+        write_html(rows, args.html)
+    progress.finish()
     print(table(rows))
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from . import pipeline
+from .. import progress
 from .build import build_causal_lm, local_bytes
 from .layout import Layout, check_batch, check_model
 from .measure import Region
@@ -157,6 +158,7 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
     with fake_world(world):
         region = Region(layout)
         with region:
+            progress.stage("building the model and sharding it" if layout.world_size > 1 else "building the model")
             if plain_zero1:
                 # plain data parallelism: full replicas; gradients all-reduced after backward
                 # (the bytes DDP's buckets all-reduce; DDP itself needs a real group's futures)
@@ -192,7 +194,9 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
 
+            progress.stage("training (warm-up step, estimated step)", total=2, unit="step")
             step(False)   # warm-up: the optimizer state appears here
+            progress.update(1)
             with region.timed():
                 region.mark("step_start")
                 step(True)
