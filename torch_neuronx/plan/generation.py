@@ -18,11 +18,10 @@ report's total does; only events on the input's core count.
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.machinery
 import sys
 
 from . import progress
+from .after_import import AfterImport
 
 _MODULE = "transformers.generation.utils"
 
@@ -43,7 +42,7 @@ class GenerateCalls:
         if _MODULE in sys.modules:
             self._wrap(sys.modules[_MODULE])
         else:
-            self._finder = _AfterImport(_MODULE, self._wrap)
+            self._finder = AfterImport(_MODULE, self._wrap)
             sys.meta_path.insert(0, self._finder)
 
     def stop(self) -> None:
@@ -122,25 +121,3 @@ class GenerateCalls:
         return out
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs `then(module)` right after `name` is first imported (and then leaves sys.meta_path)."""
-
-    def __init__(self, name: str, then) -> None:
-        self.name, self.then = name, then
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != self.name:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or spec.loader is None:
-            return spec
-        exec_module, then, finder = spec.loader.exec_module, self.then, self
-
-        def exec_then(module):
-            exec_module(module)
-            if finder in sys.meta_path:
-                sys.meta_path.remove(finder)
-            then(module)
-
-        spec.loader.exec_module = exec_then
-        return spec

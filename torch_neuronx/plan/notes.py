@@ -107,9 +107,9 @@ class Collected:
         if "transformers.utils.logging" in sys.modules:
             self._quiet_transformers()
         else:   # imported by the planned script later: quiet it then
-            from .generation import _AfterImport
+            from .after_import import AfterImport
 
-            self._finder = _AfterImport("transformers.utils.logging", self._quiet_transformers)
+            self._finder = AfterImport("transformers.utils.logging", self._quiet_transformers)
             sys.meta_path.insert(0, self._finder)
         _last[:] = [self]
         return self

@@ -325,6 +325,6 @@ def _watch_compiles() -> None:
     if "torch._dynamo" in sys.modules:
         _register()
     else:
-        from .generation import _AfterImport
+        from .after_import import AfterImport
 
-        sys.meta_path.insert(0, _AfterImport("torch._dynamo", _register))
+        sys.meta_path.insert(0, AfterImport("torch._dynamo", _register))

@@ -225,7 +225,7 @@ def run_generate(args) -> int:
         if args.mode == "deployed":
             finished = []
             run_deployed(args, prog, _prepare, lambda report, _args, title, rows: finished.append((report, title, rows)),
-                         _fail)
+                         _fail, _fmt)
         else:
             if eager_flag_error(args):
                 _fail(prog, eager_flag_error(args))

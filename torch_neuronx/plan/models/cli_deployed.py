@@ -67,7 +67,7 @@ def eager_flag_error(args) -> str | None:
     return None
 
 
-def run_deployed(args, prog: str, prepare, finish, fail) -> int:
+def run_deployed(args, prog: str, prepare, finish, fail, fmt) -> int:
     """Plan the deployed mode; the flags are checked before the runtime is set up."""
     from .deployed import check_arguments
 
@@ -89,6 +89,4 @@ def run_deployed(args, prog: str, prepare, finish, fail) -> int:
                                max_model_len=args.max_model_len, buckets=args.buckets, full_depth=args.full_depth)
     except (LayoutError, ValueError) as err:
         fail(prog, str(err))
-    from .cli import _fmt
-
-    return finish(report, args, _title(report), _rows(report, _fmt))
+    return finish(report, args, _title(report), _rows(report, fmt))
