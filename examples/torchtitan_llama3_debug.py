@@ -58,6 +58,35 @@ def _set_timeout_for_torch_2_13() -> None:
         dist.set_timeout = dist.distributed_c10d._set_pg_timeout
 
 
+def _pipeline_step_with_microbatches(step):
+    """`step(arg_mbs=, kwarg_mbs=, target_mbs=)` on a torch 2.13 pipeline schedule, whose `step` takes the
+    whole batch and splits it itself: the given microbatches stand in for that split."""
+
+    def wrapped(self, *args, arg_mbs=None, kwarg_mbs=None, target_mbs=None, **kwargs):
+        if arg_mbs is None and kwarg_mbs is None and target_mbs is None:
+            return step(self, *args, **kwargs)
+        n, run = self._n_microbatches, self._step_microbatches
+        self._split_inputs = lambda a, k: (arg_mbs if arg_mbs is not None else [()] * n,
+                                           kwarg_mbs if kwarg_mbs is not None else [{}] * n)
+        self._step_microbatches = lambda a, k, _t, *rest, **kw: run(a, k, target_mbs, *rest, **kw)
+        try:
+            return step(self, *args, **kwargs)
+        finally:  # instance attributes: deleting them uncovers the class's methods again
+            del self._split_inputs, self._step_microbatches
+
+    return wrapped
+
+
+def _pipeline_microbatches_for_torch_2_13() -> None:
+    import inspect
+
+    from torch.distributed.pipelining import schedules
+
+    for cls in (schedules.PipelineScheduleSingle, schedules.PipelineScheduleMulti):
+        if "arg_mbs" not in inspect.signature(cls.step).parameters:
+            cls.step = _pipeline_step_with_microbatches(cls.step)
+
+
 class _CpuDeviceModule:
     """torch.cpu plus the few torch.cuda-style calls TorchTitan's memory monitor makes (it has no CPU
     path): a device name, a capacity, and empty memory statistics."""
@@ -94,6 +123,49 @@ class _CpuDeviceModule:
         return None
 
 
+class _Float32Matmuls:
+    """What `torch.autocast(device, dtype=torch.float32)` does on neuron (and CUDA) to a bf16 model: its
+    matmuls run in float32. CPU autocast refuses float32 (it warns and stays off), so without this the CPU
+    reference would compute in bf16 what neuron computes in float32, e.g. TorchTitan's MoE router gate
+    (torchtitan/models/common/moe.py:298)."""
+
+    _MATMULS = frozenset({"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "addbmm", "addmv", "mv"})
+
+    def __enter__(self):
+        import torch
+        from torch.overrides import TorchFunctionMode
+
+        matmuls = self._MATMULS
+
+        class Mode(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                if getattr(func, "__name__", None) in matmuls:
+                    def up(t):
+                        return t.float() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+                    args, kwargs = [up(a) for a in args], {k: up(v) for k, v in (kwargs or {}).items()}
+                return func(*args, **(kwargs or {}))
+
+        self._mode = Mode()
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._mode.__exit__(*exc)
+
+
+def _cpu_autocast_float32() -> None:
+    import torch
+
+    real = torch.autocast
+
+    def autocast(device_type, dtype=None, enabled=True, cache_enabled=None):
+        if device_type == "cpu" and dtype == torch.float32 and enabled:
+            return _Float32Matmuls()
+        return real(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+    torch.autocast = autocast
+
+
 def _use_cpu() -> None:
     import torch
     import torch._utils
@@ -113,6 +185,7 @@ def _use_cpu() -> None:
     # gloo itself refuses the PREMUL_SUM reduce-scatter that FSDP2 issues; the "neuron" group takes CPU
     # tensors too and runs them over gloo, with PREMUL_SUM as SUM and a scale.
     torch.distributed.Backend.default_device_backend_map["cpu"] = "neuron"
+    _cpu_autocast_float32()
     lib = torch.library.Library("aten", "IMPL")
     flash_varlen.register(lib, "CPU")
     _use_cpu.lib = lib  # kept alive: dropping a Library unregisters it
@@ -131,6 +204,7 @@ def main(argv: list[str]) -> None:
         _use_cpu()
     ensure_assets(ASSETS)
     _set_timeout_for_torch_2_13()
+    _pipeline_microbatches_for_torch_2_13()
     if not any(a.startswith("activation-checkpoint:") for a in argv):
         argv = argv + ["activation-checkpoint:none"]  # a tyro subcommand: it must come last
     sys.argv = [sys.argv[0]] + default_args(ASSETS, os.environ.get("TITAN_DUMP", f"/tmp/torchtitan-{device}")) + argv
