@@ -43,7 +43,8 @@ ASSETS = os.environ.get("TITAN_ASSETS", "/tmp/torchtitan-tiny-assets")
 
 def default_args(assets: str, dump_folder: str) -> list[str]:
     return ["--module", "llama3", "--config", "llama3_debugmodel_varlen_attn",
-            "--hf-assets-path", f"{assets}/tokenizer", "--dataloader.dataset-path", f"{assets}/c4_test",
+            "--hf-assets-path", f"{assets}/tokenizer",
+            "--dataloader.dataset", "c4_test", "--dataloader.dataset-path", f"{assets}/c4_test",
             "--training.seq-len", "64", "--training.local-batch-size", "2", "--training.steps", "3",
             "--lr-scheduler.warmup-steps", "1", "--training.mixed-precision-param", "float32",
             "--debug.seed", "0", "--debug.deterministic", "--metrics.log-freq", "1",
