@@ -1,4 +1,8 @@
-"""TorchTitan's Llama 3 debug model on neuron, offline: the PyPI release of TorchTitan, unchanged.
+"""TorchTitan's debug models on neuron, offline: the PyPI release of TorchTitan, unchanged.
+
+Llama 3 by default; `--module torchtitan_neuron_configs --config qwen3_debugmodel_varlen` (or
+`deepseek_v3_debugmodel_varlen`, from torchtitan_neuron_configs.py next to this script) and
+`--module gpt_oss --config gpt_oss_debugmodel` pick TorchTitan's other documented models.
 
     torchrun --nproc-per-node=2 examples/torchtitan_llama3_debug.py                     # FSDP2 over 2 cores
     torchrun --nproc-per-node=4 examples/torchtitan_llama3_debug.py \\
@@ -25,12 +29,19 @@ CPU-only host need (each below says why):
 * `torch.distributed.set_timeout`, which TorchTitan 0.3.0 calls after the first step
   (torchtitan/distributed/utils.py:595), is newer than torch 2.13; where it is missing it is provided
   from torch's own `_set_pg_timeout`.
+* pipeline parallelism: TorchTitan 0.3.0 gives the schedule its own micro-batches
+  (`step(arg_mbs=, kwarg_mbs=, target_mbs=)`, torchtitan/trainer.py:856), which torch 2.13's schedules
+  do not take (they split a whole batch themselves); where missing, the given micro-batches stand in for
+  that split.
 * `--device cpu` (the reference run, not a TorchTitan option): TorchTitan has no CPU device setting (it
   falls back to "cuda", torchtitan/tools/utils.py:55), so the device query is answered "cpu" before
   TorchTitan is imported, its device module is torch.cpu with the memory-monitor calls it expects
   (a name, a capacity, empty statistics), and the neuron varlen kernels are registered for CPU tensors as well, so both
   runs compute attention with the same formulation; CPU collectives go over gloo through the "neuron"
-  group (FSDP2's PREMUL_SUM reduce-scatter is not in gloo).
+  group (FSDP2's PREMUL_SUM reduce-scatter is not in gloo). `torch.autocast("cpu", dtype=torch.float32)`
+  (TorchTitan's MoE router gate asks for float32 this way) runs its region's matmuls in float32, as
+  neuron and CUDA autocast do; CPU autocast itself refuses float32 and would leave them in bf16.
+  The local dataset is used whatever the config names (`--dataloader.dataset c4_test`).
 """
 from __future__ import annotations
 

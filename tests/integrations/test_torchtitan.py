@@ -24,7 +24,7 @@ import pytest
 from tests.distributed.dist_harness import REPO, free_port
 
 EXAMPLE = os.path.join(REPO, "examples", "torchtitan_llama3_debug.py")
-# ~4 min of launches and a 1 GB triton download: run on demand by .ci/torchtitan, not by .ci/run
+# ~25 min of launches and a 1 GB triton download: run on demand by .ci/torchtitan, not by .ci/run
 pytestmark = pytest.mark.torchtitan
 
 LOSS = re.compile(r"step:\s+(\d+)\s+loss:\s+([0-9.]+)")
@@ -99,6 +99,7 @@ def test_simple_fsdp_llama3_debug_model_compiled_neuron_matches_cpu(tmp_path):
 # FlexAttention (torchtitan/models/llama3/model.py:75 and the same check in each model).
 MODELS = {
     "qwen3": ["--module", "torchtitan_neuron_configs", "--config", "qwen3_debugmodel_varlen"],
+    "qwen3_moe": ["--module", "torchtitan_neuron_configs", "--config", "qwen3_moe_debug_varlen"],
     "deepseek_v3": ["--module", "torchtitan_neuron_configs", "--config", "deepseek_v3_debugmodel_varlen"],
     "gpt_oss": ["--module", "gpt_oss", "--config", "gpt_oss_debugmodel", "--validator.no-enable",
                 "--training.mixed-precision-param", "bfloat16", "--training.disable-cuda-graphs"],
@@ -107,7 +108,8 @@ TP, EP, PP = ("--parallelism.tensor-parallel-degree", "--parallelism.expert-para
               "--parallelism.pipeline-parallel-degree")
 LAYOUTS = [  # (model, name, ranks, options); FSDP shards whatever the other degrees leave of the ranks
     ("qwen3", "fsdp2", 2, []),
-    ("qwen3", "tp2_fsdp2", 4, [TP, "2"]),  # Qwen3's debug model ties its embedding to the output: no PP
+    ("qwen3", "tp2_fsdp2", 4, [TP, "2"]),  # Qwen3's dense debug model ties its embedding to the output:
+    ("qwen3_moe", "pp2", 2, [PP, "2"]),    # TorchTitan refuses PP with a tie; its MoE debug model has none
     ("deepseek_v3", "ep2_fsdp2", 2, [EP, "2"]),
     ("deepseek_v3", "pp2", 2, [PP, "2"]),
     ("deepseek_v3", "tp2_ep2_fsdp2", 4, [TP, "2", EP, "2"]),
