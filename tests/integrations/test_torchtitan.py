@@ -110,9 +110,11 @@ LAYOUTS = [  # (model, name, ranks, options); FSDP shards whatever the other deg
     ("qwen3", "fsdp2", 2, []),
     ("qwen3", "tp2_fsdp2", 4, [TP, "2"]),  # Qwen3's dense debug model ties its embedding to the output:
     ("qwen3_moe", "pp2", 2, [PP, "2"]),    # TorchTitan refuses PP with a tie; its MoE debug model has none
+    ("deepseek_v3", "fsdp2", 2, []),
     ("deepseek_v3", "ep2_fsdp2", 2, [EP, "2"]),
     ("deepseek_v3", "pp2", 2, [PP, "2"]),
     ("deepseek_v3", "tp2_ep2_fsdp2", 4, [TP, "2", EP, "2"]),
+    ("gpt_oss", "fsdp2", 2, []),
     ("gpt_oss", "ep2_fsdp2", 2, [EP, "2"]),
     ("gpt_oss", "pp2", 2, [PP, "2"]),
     ("gpt_oss", "tp2_ep2_fsdp2", 4, [TP, "2", EP, "2"]),
