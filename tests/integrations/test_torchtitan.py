@@ -8,7 +8,9 @@ weights) feeds three 2-rank launches of `examples/torchtitan_llama3_debug.py`:
 A second test does the same for SimpleFSDP (TorchTitan's `experiments/graph_trainer`): its Llama 3
 debug model (SDPA attention) compiled whole with `--compile.mode jit --compile.backend neuron` on 2
 ranks, against the eager CPU/gloo run of its `_sdpa_eager` config, both from one seed checkpoint.
-Shapes are TorchTitan's debug model (6 layers, dim 256) on 64-token sequences, 3 steps. TorchTitan
+Shapes are TorchTitan's debug model (6 layers, dim 256) on 64-token sequences, 3 steps.
+`test_documented_model_layout_matches_cpu` does the same for Qwen3, DeepSeek-V3 and GPT-OSS (TorchTitan's
+debug configs) in every layout listed there: FSDP2, TP x FSDP, EP x FSDP, TP x EP x FSDP, PP. TorchTitan
 0.3.0 imports triton, which .ci/run installs outside site-packages at $TORCH_NEURONX_TITAN_SITE; the
 launches put that folder on their path.
 """
