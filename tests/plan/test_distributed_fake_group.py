@@ -33,7 +33,7 @@ def test_every_collective_completes_alone_and_is_recorded(monkeypatch):
             dist.reduce_scatter_tensor(out, x)                   # untouched
             dist.broadcast(x, src=0)
             a2a = torch.full((4,), 5.0, device=dev)
-            dist.all_to_all_single(a2a, x)                      # even splits: this rank's input
+            dist.all_to_all_single(a2a, x)
             dist.send(x, dst=0)
             dist.recv(x, src=0)
             with dist._coalescing_manager(async_ops=True) as cm:    # as FSDP2 and DDP issue them
@@ -44,7 +44,7 @@ def test_every_collective_completes_alone_and_is_recorded(monkeypatch):
         assert x.tolist() == [0.0, 1.0, 2.0, 3.0]
         assert gathered.tolist() == [0.0, 1.0, 2.0, 3.0] * 4
         assert [p.tolist() for p in parts] == [[0.0, 1.0, 2.0, 3.0]] * 2
-        assert out.tolist() == [7.0] and a2a.tolist() == [0.0, 1.0, 2.0, 3.0]
+        assert out.tolist() == [7.0] and a2a.tolist() == [5.0] * 4
         everyone = [0, 1, 2, 3]
         assert _collectives(est) == [
             ("all_reduce", 16, everyone), ("all_gather", 64, everyone), ("all_gather", 32, [1, 3]),
@@ -55,22 +55,6 @@ def test_every_collective_completes_alone_and_is_recorded(monkeypatch):
         objects = [None] * WORLD
         dist.all_gather_object(objects, {"rank": RANK})     # CPU bytes are real: copies of this rank's
         assert objects == [{"rank": RANK}] * WORLD
-
-
-def test_all_to_all_single_returns_this_ranks_counts_and_leaves_uneven_token_exchanges(monkeypatch):
-    # expert parallelism: per-expert token counts (even splits) come back as this rank's own, so the
-    # token exchange sized from them is the balanced one; the exchange itself (uneven splits) moves no data
-    dev = torch.device("neuron", RANK)
-    with dry_rank(monkeypatch, RANK, WORLD):
-        counts = torch.tensor([3, 0, 2, 1, 4, 1, 0, 5], dtype=torch.int64, device=dev)
-        received = torch.empty_like(counts)
-        dist.all_to_all_single(received, counts)
-        assert received.tolist() == counts.tolist()
-        sent = counts.view(WORLD, -1).sum(1).tolist()        # rows this rank sends to each rank
-        tokens = torch.arange(16, dtype=torch.float32, device=dev).view(-1, 1)
-        back = torch.full((sum(sent), 1), -1.0, device=dev)
-        dist.all_to_all_single(back, tokens, sent, [4, 4, 4, 4])
-        assert back.view(-1).tolist() == [-1.0] * 16
 
 
 def test_shapes_are_checked_as_on_trainium(monkeypatch):

@@ -8,18 +8,13 @@ torch's FakeProcessGroup (`backend="fake"`, the C++ `c10d::FakeProcessGroup`) do
 Trainium time) in a dry run exactly as it does in a real run; `_get_backend` hands torch the C++
 FakeProcessGroup for its questions about splitting and coalescing.
 
-What each collective leaves in memory (torch's FakeProcessGroup's rules, and one for all_to_all_single):
+What each collective leaves in memory (the same rules as torch's FakeProcessGroup):
 - untouched: all_reduce (and coalesced), reduce, reduce_scatter(_tensor) (and coalesced),
-  broadcast, all_to_all (list form, and all_to_all_single with uneven splits), gather, scatter, send,
-  recv, barrier. Outputs keep whatever bytes
+  broadcast, all_to_all(_single), gather, scatter, send, recv, barrier. Outputs keep whatever bytes
   they had, so nothing is read or written: with phantom device memory no page is ever touched.
 - all_gather, all_gather_into_tensor (and coalesced): every chunk of the output receives this
   rank's input ("all ranks hold what I hold"), which keeps DeviceMesh's checks and
-  `all_gather_object` working.
-- all_to_all_single with even (or equal in and out) splits: the output receives this rank's input
-  ("every rank sends me what I send it"), so the per-expert token counts that expert parallelism
-  exchanges before its token all-to-all are this rank's own and size that exchange as a balanced
-  router would. The copy runs only on tensors with real bytes behind them
+  `all_gather_object` working. The copy runs only on tensors with real bytes behind them
   (CPU tensors always; neuron tensors when device memory is not phantom).
 Shape and size checks are NCCL's (the same as the real group's), so a call that would fail on
 Trainium fails here too.
@@ -187,11 +182,6 @@ class DryRunProcessGroup(NeuronGroupIdentity, dist.ProcessGroup):
         return self._done(output_tensors)
 
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):
-        # "every rank sends me what I send it": expert parallelism exchanges its per-expert token
-        # counts this way and sizes the token exchange from what comes back, so those counts must be
-        # plausible (this rank's own), not leftover bytes; uneven splits move tokens: left untouched
-        if output.shape == input.shape and list(output_split_sizes) == list(input_split_sizes):
-            _copy_chunks(output, input, 1)
         return self._done([output])
 
     alltoall_base = all_to_all_single
