@@ -1,4 +1,8 @@
-"""TorchTitan's Llama 3 debug model on neuron, offline: the PyPI release of TorchTitan, unchanged.
+"""TorchTitan's debug models on neuron, offline: the PyPI release of TorchTitan, unchanged.
+
+Llama 3 by default; `--module torchtitan_neuron_configs --config qwen3_debugmodel_varlen` (or
+`deepseek_v3_debugmodel_varlen`, from torchtitan_neuron_configs.py next to this script) and
+`--module gpt_oss --config gpt_oss_debugmodel` pick TorchTitan's other documented models.
 
     torchrun --nproc-per-node=2 examples/torchtitan_llama3_debug.py                     # FSDP2 over 2 cores
     torchrun --nproc-per-node=4 examples/torchtitan_llama3_debug.py \\
@@ -25,12 +29,19 @@ CPU-only host need (each below says why):
 * `torch.distributed.set_timeout`, which TorchTitan 0.3.0 calls after the first step
   (torchtitan/distributed/utils.py:595), is newer than torch 2.13; where it is missing it is provided
   from torch's own `_set_pg_timeout`.
+* pipeline parallelism: TorchTitan 0.3.0 gives the schedule its own micro-batches
+  (`step(arg_mbs=, kwarg_mbs=, target_mbs=)`, torchtitan/trainer.py:856), which torch 2.13's schedules
+  do not take (they split a whole batch themselves); where missing, the given micro-batches stand in for
+  that split.
 * `--device cpu` (the reference run, not a TorchTitan option): TorchTitan has no CPU device setting (it
   falls back to "cuda", torchtitan/tools/utils.py:55), so the device query is answered "cpu" before
   TorchTitan is imported, its device module is torch.cpu with the memory-monitor calls it expects
   (a name, a capacity, empty statistics), and the neuron varlen kernels are registered for CPU tensors as well, so both
   runs compute attention with the same formulation; CPU collectives go over gloo through the "neuron"
-  group (FSDP2's PREMUL_SUM reduce-scatter is not in gloo).
+  group (FSDP2's PREMUL_SUM reduce-scatter is not in gloo). `torch.autocast("cpu", dtype=torch.float32)`
+  (TorchTitan's MoE router gate asks for float32 this way) runs its region's matmuls in float32, as
+  neuron and CUDA autocast do; CPU autocast itself refuses float32 and would leave them in bf16.
+  The local dataset is used whatever the config names (`--dataloader.dataset c4_test`).
 """
 from __future__ import annotations
 
@@ -43,7 +54,8 @@ ASSETS = os.environ.get("TITAN_ASSETS", "/tmp/torchtitan-tiny-assets")
 
 def default_args(assets: str, dump_folder: str) -> list[str]:
     return ["--module", "llama3", "--config", "llama3_debugmodel_varlen_attn",
-            "--hf-assets-path", f"{assets}/tokenizer", "--dataloader.dataset-path", f"{assets}/c4_test",
+            "--hf-assets-path", f"{assets}/tokenizer",
+            "--dataloader.dataset", "c4_test", "--dataloader.dataset-path", f"{assets}/c4_test",
             "--training.seq-len", "64", "--training.local-batch-size", "2", "--training.steps", "3",
             "--lr-scheduler.warmup-steps", "1", "--training.mixed-precision-param", "float32",
             "--debug.seed", "0", "--debug.deterministic", "--metrics.log-freq", "1",
@@ -56,6 +68,35 @@ def _set_timeout_for_torch_2_13() -> None:
 
     if not hasattr(dist, "set_timeout"):
         dist.set_timeout = dist.distributed_c10d._set_pg_timeout
+
+
+def _pipeline_step_with_microbatches(step):
+    """`step(arg_mbs=, kwarg_mbs=, target_mbs=)` on a torch 2.13 pipeline schedule, whose `step` takes the
+    whole batch and splits it itself: the given microbatches stand in for that split."""
+
+    def wrapped(self, *args, arg_mbs=None, kwarg_mbs=None, target_mbs=None, **kwargs):
+        if arg_mbs is None and kwarg_mbs is None and target_mbs is None:
+            return step(self, *args, **kwargs)
+        n, run = self._n_microbatches, self._step_microbatches
+        self._split_inputs = lambda a, k: (arg_mbs if arg_mbs is not None else [()] * n,
+                                           kwarg_mbs if kwarg_mbs is not None else [{}] * n)
+        self._step_microbatches = lambda a, k, _t, *rest, **kw: run(a, k, target_mbs, *rest, **kw)
+        try:
+            return step(self, *args, **kwargs)
+        finally:  # instance attributes: deleting them uncovers the class's methods again
+            del self._split_inputs, self._step_microbatches
+
+    return wrapped
+
+
+def _pipeline_microbatches_for_torch_2_13() -> None:
+    import inspect
+
+    from torch.distributed.pipelining import schedules
+
+    for cls in (schedules.PipelineScheduleSingle, schedules.PipelineScheduleMulti):
+        if "arg_mbs" not in inspect.signature(cls.step).parameters:
+            cls.step = _pipeline_step_with_microbatches(cls.step)
 
 
 class _CpuDeviceModule:
@@ -94,6 +135,49 @@ class _CpuDeviceModule:
         return None
 
 
+class _Float32Matmuls:
+    """What `torch.autocast(device, dtype=torch.float32)` does on neuron (and CUDA) to a bf16 model: its
+    matmuls run in float32. CPU autocast refuses float32 (it warns and stays off), so without this the CPU
+    reference would compute in bf16 what neuron computes in float32, e.g. TorchTitan's MoE router gate
+    (torchtitan/models/common/moe.py:298)."""
+
+    _MATMULS = frozenset({"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "addbmm", "addmv", "mv"})
+
+    def __enter__(self):
+        import torch
+        from torch.overrides import TorchFunctionMode
+
+        matmuls = self._MATMULS
+
+        class Mode(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                if getattr(func, "__name__", None) in matmuls:
+                    def up(t):
+                        return t.float() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+                    args, kwargs = [up(a) for a in args], {k: up(v) for k, v in (kwargs or {}).items()}
+                return func(*args, **(kwargs or {}))
+
+        self._mode = Mode()
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._mode.__exit__(*exc)
+
+
+def _cpu_autocast_float32() -> None:
+    import torch
+
+    real = torch.autocast
+
+    def autocast(device_type, dtype=None, enabled=True, cache_enabled=None):
+        if device_type == "cpu" and dtype == torch.float32 and enabled:
+            return _Float32Matmuls()
+        return real(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+    torch.autocast = autocast
+
+
 def _use_cpu() -> None:
     import torch
     import torch._utils
@@ -113,6 +197,7 @@ def _use_cpu() -> None:
     # gloo itself refuses the PREMUL_SUM reduce-scatter that FSDP2 issues; the "neuron" group takes CPU
     # tensors too and runs them over gloo, with PREMUL_SUM as SUM and a scale.
     torch.distributed.Backend.default_device_backend_map["cpu"] = "neuron"
+    _cpu_autocast_float32()
     lib = torch.library.Library("aten", "IMPL")
     flash_varlen.register(lib, "CPU")
     _use_cpu.lib = lib  # kept alive: dropping a Library unregisters it
@@ -131,6 +216,7 @@ def main(argv: list[str]) -> None:
         _use_cpu()
     ensure_assets(ASSETS)
     _set_timeout_for_torch_2_13()
+    _pipeline_microbatches_for_torch_2_13()
     if not any(a.startswith("activation-checkpoint:") for a in argv):
         argv = argv + ["activation-checkpoint:none"]  # a tyro subcommand: it must come last
     sys.argv = [sys.argv[0]] + default_args(ASSETS, os.environ.get("TITAN_DUMP", f"/tmp/torchtitan-{device}")) + argv

@@ -128,6 +128,28 @@ def flash_attention_backward(grad_out, query, key, value, out, logsumexp, cum_se
     return gq, gk, gv
 
 
+def flash_attention_forward_shapes(query, key, value, *args, **kwargs):
+    """Empty outputs shaped as `flash_attention_forward`'s (on query's device, meta in a dry run).
+
+    PyTorch's meta kernel shapes the output like the query (CUDA's flash needs one head_dim); this kernel
+    takes the value's head_dim (MLA, as DeepSeek-V3's, has 192 for query/key and 128 for value)."""
+    out = query.new_empty(query.shape[:-1] + value.shape[-1:])
+    lse = query.new_empty((query.shape[1], query.shape[0]), dtype=torch.float32)
+    empty = query.new_empty(0)
+    return out, lse, query.new_empty(2, dtype=torch.uint64), empty, empty
+
+
+# Output shapes that differ from PyTorch's meta kernels, by op name: a dry run (plan) computes these
+# ops' shapes from here rather than from the meta kernel.
+def varlen_attn_shapes(query, key, value, *args, **kwargs):
+    """`torch_attn::_varlen_attn` (varlen_attn's custom op, which calls the kernel): output, lse, rng state."""
+    return flash_attention_forward_shapes(query, key, value)[:3]
+
+
+SHAPES = {"aten::_flash_attention_forward": flash_attention_forward_shapes,
+          "torch_attn::_varlen_attn": varlen_attn_shapes}
+
+
 def register(lib: torch.library.Library, dispatch_key: str = "PrivateUse1") -> None:
     lib.impl("_flash_attention_forward", flash_attention_forward, dispatch_key)
     lib.impl("_flash_attention_backward", flash_attention_backward, dispatch_key)
