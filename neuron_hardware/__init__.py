@@ -5,8 +5,7 @@ Pure Python with no dependencies, so that every user reads the same table:
 - the NKI simulator (`nki/targets.py`: SBUF/PSUM capacities, engine clocks, DMA queues);
 - the cost model (`torch_neuronx/estimate/hardware.py`: peaks, bandwidths, links; host_link.py: PCIe).
 
-Every figure names its entry in `docs/hardware-sources.md` (section C unless stated) or
-`shared/design/nki-notes.md` next to it. Figures are per chip or per *physical* NeuronCore;
+Every figure names its entry in `docs/hardware-sources.md` (section C unless stated) next to it. Figures are per chip or per *physical* NeuronCore;
 per-logical-core views (LNC=2 pairs two physical cores) are derived by the users above.
 Nothing here is an assumption: assumptions of the cost model live in
 `torch_neuronx/estimate/assumptions.py`, named and overridable.

@@ -1,12 +1,12 @@
 """Trainium chips (trn1, trn2, trn3): per-chip and per-physical-core figures with sources.
 
 Sources (paths in aws-neuron/aws-neuron-sdk, as collected in `docs/hardware-sources.md`):
-  [C1]   facts C1 table: about-neuron/arch/neuron-hardware/{trainium,trainium2,trainium3,
+  [C1]   docs/hardware-sources.md C1 table: about-neuron/arch/neuron-hardware/{trainium,trainium2,trainium3,
          neuron-core-v2,neuron-core-v3,neuron-core-v4}.rst and nki/guides/architecture/*_arch.rst
-  [C1-isa] facts C1 "instruction-level cost model": trainium_inferentia2_arch.rst l.255-403
-  [NKI]  shared/design/nki-notes.md section 1 (engine clocks and datapath widths table)
+  [C1-isa] docs/hardware-sources.md C1 "instruction-level cost model": trainium_inferentia2_arch.rst l.255-403
+  [NKI]  docs/hardware-sources.md C1 "engine clocks and datapath widths" (NKI architecture guides)
   [DMA]  docs/nki.md cost-model table: per-queue DMA rates of nki/deep-dives/nki-dma-bandwidth-guide.rst
-  [C2]   facts C2 (instances, topology, network)
+  [C2]   docs/hardware-sources.md C2 (instances, topology, network)
 """
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ TRN3 = ChipSpec(
     pe_ghz=2.4, dve_ghz=1.2, act_ghz=1.2, pool_ghz=1.2,                     # [C1] TensorE 2.4, others 1.2
     sbuf_partition_bytes=256 * KiB,                                         # [C1] 32 MiB/core
     dma_engine_bytes_per_ns=33.0,                                           # [DMA]
-    act_lowp_x2=True, matmul_bf16_psum_out=True,                            # [NKI] v4 widths; facts A3
+    act_lowp_x2=True, matmul_bf16_psum_out=True,                            # [NKI] v4 widths; docs/hardware-sources.md A3
     neuronlink_bytes_per_s=2560e9,                                          # [C1] NeuronLink-v4
     cc_cores=16,                                                            # [C1]
 )

@@ -28,20 +28,20 @@ class Assumptions:
     matmul_efficiency: float = 0.86
     # Fraction of HBM bandwidth a streaming kernel sustains: the NKI simulator's double-buffered
     # DMA with 512-byte descriptor overhead on 8 KiB rows gives 0.94 per queue; allowing for
-    # pipeline fill, we take 0.85 (no published figure; facts C1 give only the peak).
+    # pipeline fill, we take 0.85 (no published figure; docs/hardware-sources.md C1 give only the peak).
     hbm_efficiency: float = 0.85
     # Fraction of the Vector/Scalar engine element rate sustained by eager elementwise ops
     # (the simulator charges a 100-cycle static overhead per 512-element instruction: 512/612).
     vector_efficiency: float = 0.84
-    # Device-side cost of launching one eager op (one NEFF execution). No public figure (facts D:
-    # "not found"); vLLM-Neuron's 437 us synchronous host overhead per NEFF (facts C4) is hidden
+    # Device-side cost of launching one eager op (one NEFF execution). No public figure (docs/hardware-sources.md D:
+    # "not found"); vLLM-Neuron's 437 us synchronous host overhead per NEFF (docs/hardware-sources.md C4) is hidden
     # by asynchronous enqueue, so only the device-side start (DMA descriptors ~600 ns each, queue
     # and semaphore set-up) remains: we assume 10 us.
     eager_launch_s: float = 10e-6
     # Device-side cost of launching one compiled graph (one NEFF): the same basis as an eager op.
     graph_launch_s: float = 10e-6
     # Latency of one collective step (one hop of a ring) inside an instance over NeuronLink.
-    # nccom-test's small-message all-gather on 8/32 ranks takes 6-10 us (facts C3): ~1.5 us/step.
+    # nccom-test's small-message all-gather on 8/32 ranks takes 6-10 us (docs/hardware-sources.md C3): ~1.5 us/step.
     neuronlink_step_latency_s: float = 1.5e-6
     # Latency of one step between logical cores of the same chip (through HBM by DMA).
     same_chip_step_latency_s: float = 1.0e-6
@@ -53,11 +53,11 @@ class Assumptions:
     # link rates for small sizes; for large ones no figure for trn2 is published).
     neuronlink_efficiency: float = 0.8
     # Fixed start-up of any collective (CC-core programming): nccom-test's 2-rank 1 KiB all-reduce
-    # takes 58 us in the old example, 6 us in the newer one (facts C3); we take the newer order.
+    # takes 58 us in the old example, 6 us in the newer one (docs/hardware-sources.md C3); we take the newer order.
     collective_launch_s: float = 5e-6
     # Cost of one host sync (.item(), .cpu(), print of a device value) in a dry run's estimate:
     # the host waits for the queue to drain, so the next launch's synchronous host overhead is no
-    # longer hidden by asynchronous enqueue: vLLM-Neuron's 437 us per NEFF execution (facts C4).
+    # longer hidden by asynchronous enqueue: vLLM-Neuron's 437 us per NEFF execution (docs/hardware-sources.md C4).
     host_sync_s: float = 437e-6
     # A CPU fallback op (docs/op-support.md) copies its inputs device-to-host and its results
     # host-to-device over the host link: PCIe (neuron_hardware/host_link.py), of a generation and

@@ -7,7 +7,7 @@ instance, local rank i on logical core i):
                 trn2) or through NeuronSwitch (trn3), at the per-chip NeuronLink bandwidth shared
                 by the group's ranks on each chip;
 - "efa":        several instances: a ring whose slowest hop is EFA, shared by the ranks of an instance.
-Ring algorithms (NCCL's busbw conventions, as nccom-test reports them, facts C3):
+Ring algorithms (NCCL's busbw conventions, as nccom-test reports them, docs/hardware-sources.md C3):
 all_reduce 2(n-1) steps moving 2(n-1)/n of the bytes per rank; all_gather / reduce_scatter and
 all_to_all n-1 steps moving (n-1)/n of the full size; broadcast / reduce a pipelined ring moving
 the bytes once; send/recv one step. time = collective_launch_s + steps x step latency +
@@ -95,7 +95,7 @@ def collective_estimate(kind: str, nbytes: int, group_size: int, *, where: str |
     if where == "self":
         bw, lat, algo = float("inf"), 0.0, "local"
     elif where == "chip":
-        # each step reads and writes HBM of the chip (facts C1 HBM/chip); ranks share the chip
+        # each step reads and writes HBM of the chip (docs/hardware-sources.md C1 HBM/chip); ranks share the chip
         bw = hw.chip.hbm_bytes_per_s * a.hbm_efficiency / (2 * min(group_size, hw.logical_cores_per_chip))
         lat, algo = a.same_chip_step_latency_s, "ring through HBM (same chip)"
     elif where == "neuronlink":

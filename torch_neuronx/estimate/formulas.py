@@ -96,7 +96,7 @@ ATTENTION = {"_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_a
              "_efficient_attention_backward", "_scaled_dot_product_flash_attention_for_cpu",
              "_scaled_dot_product_flash_attention_for_cpu_backward", "flex_attention",
              "flex_attention_backward"}
-# ScalarE (activation engine) work: transcendentals (facts A6; nki-notes engine table)
+# ScalarE (activation engine) work: transcendentals (docs/hardware-sources.md A6)
 SCALAR = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh", "sigmoid", "gelu", "silu",
           "erf", "erfc", "softplus", "mish", "sin", "cos", "tan", "asin", "acos", "atan", "sqrt",
           "rsqrt", "reciprocal", "pow", "gelu_backward", "silu_backward", "sigmoid_backward",

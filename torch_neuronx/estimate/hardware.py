@@ -14,7 +14,7 @@ from . import assumptions as assumptions_mod
 from ..runtime import env
 
 # torch dtype names -> the TensorEngine rate they run at. Integer matmuls have no integer
-# datapath and run in fp32 (facts A1); float64 has no native type (facts A1: unverified): fp32.
+# datapath and run in fp32 (docs/hardware-sources.md A1); float64 has no native type (docs/hardware-sources.md A1: unverified): fp32.
 _TENSOR_DTYPE = {
     "bfloat16": "bfloat16", "float16": "float16", "float32": "float32", "tf32": "tf32",
     "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
@@ -67,12 +67,12 @@ class Hardware:
 
     @property
     def hbm_bytes_per_s(self) -> float:
-        """HBM bandwidth of one logical core: the chip's split over its physical cores (facts C1)."""
+        """HBM bandwidth of one logical core: the chip's split over its physical cores (docs/hardware-sources.md C1)."""
         return self.chip.hbm_bytes_per_s / self.chip.physical_cores * self.lnc
 
     def vector_elems_per_s(self, dtype, inputs: int = 1) -> float:
         """VectorE element rate of one logical core: 128 lanes x clock, N cycles per one-input and
-        2N per two-input instruction; trn2+ perf mode 4x / 2x for bf16/fp16 (facts C1-isa,
+        2N per two-input instruction; trn2+ perf mode 4x / 2x for bf16/fp16 (docs/hardware-sources.md C1-isa,
         nki/simulator/cost.py: the same rule the simulator charges)."""
         rate = self.chip.partitions * self.chip.dve_ghz * 1e9 * self.lnc / max(1, min(inputs, 2))
         if self.chip.dve_perf_mode and dtype_name(dtype) in ("bfloat16", "float16"):
@@ -80,7 +80,7 @@ class Hardware:
         return rate
 
     def scalar_elems_per_s(self, dtype) -> float:
-        """ScalarE element rate: 128 lanes x clock; trn3 2x for bf16/fp16/fp8 (nki-notes section 1)."""
+        """ScalarE element rate: 128 lanes x clock; trn3 2x for bf16/fp16/fp8 (docs/hardware-sources.md C1, engine clocks and widths)."""
         rate = self.chip.partitions * self.chip.act_ghz * 1e9 * self.lnc
         if self.chip.act_lowp_x2 and dtype_name(dtype) in LOW_PRECISION:
             rate *= 2

@@ -33,7 +33,7 @@ class Layout:
 
     @property
     def cores_per_node(self) -> int:
-        """Logical NeuronCores of one instance at this LNC (facts C1/C2: chips x cores / LNC)."""
+        """Logical NeuronCores of one instance at this LNC (docs/hardware-sources.md C1/C2: chips x cores / LNC)."""
         return self.spec.chips * self.spec.chip.physical_cores // self.lnc
 
     @property
