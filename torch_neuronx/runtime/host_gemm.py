@@ -92,6 +92,19 @@ def configure(core) -> Policy:
     return _policy
 
 
+def set_mode(mode: str) -> Policy:
+    """Switch the policy in this process (auto, native or fp32), as the variable would at start.
+    Graphs compiled after the switch follow it (the mode is part of their cache keys)."""
+    global _policy
+    if mode not in MODES:
+        raise ValueError(f"set_mode(mode={mode!r}): use one of {', '.join(MODES)}")
+    from .. import _C
+
+    _policy = decide(mode, "set_mode", *native_support())
+    _C._set_low_precision_gemm_fp32(_policy.fp32_bf16, _policy.fp32_fp16)
+    return _policy
+
+
 def policy() -> Policy | None:
     """The policy in force (None before the runtime started, or when its environment is invalid)."""
     return _policy

@@ -1,0 +1,91 @@
+"""bf16/fp16 GEMMs of compiled neuron graphs with fp32 accumulation (post-grad FX pass).
+
+Where the host GEMM policy (torch_neuronx/runtime/host_gemm.py) says fp32 for a
+dtype, each mm / addmm / bmm / baddbmm / _grouped_mm of that dtype becomes
+convert(operands -> fp32), the same op in fp32, convert(result -> dtype): the
+eager kernels' computation (csrc/kernels_matmul.cpp). Inductor then runs the
+extern GEMM in fp32 and fuses each conversion into the kernel that produces or
+consumes the tensor (a graph input's conversion is a kernel of its own).
+"""
+from __future__ import annotations
+
+import torch
+
+from ..runtime import host_gemm
+
+aten, prims = torch.ops.aten, torch.ops.prims
+
+# op -> positions of its tensor operands
+_GEMMS = {
+    aten.mm.default: (0, 1),
+    aten.bmm.default: (0, 1),
+    aten.addmm.default: (0, 1, 2),
+    aten.baddbmm.default: (0, 1, 2),
+    aten._grouped_mm.default: (0, 1, 3),   # offs (position 2) stays int32
+}
+
+
+def _val(node):
+    return node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+
+
+def _gemm_dtype(node, dtypes) -> torch.dtype | None:
+    """The one low-precision dtype of the node's operands and result when the policy converts it."""
+    if node.op != "call_function" or node.target not in _GEMMS:
+        return None
+    if node.target is aten._grouped_mm.default and node.kwargs.get("out_dtype") is not None:
+        return None
+    vals = [_val(a) for i, a in enumerate(node.args) if i in _GEMMS[node.target] and a is not None]
+    vals += [_val(v) for k, v in node.kwargs.items() if k == "bias" and v is not None]
+    out = _val(node)
+    if not isinstance(out, torch.Tensor) or out.device.type != "neuron" or out.dtype not in dtypes:
+        return None
+    if not vals or any(not isinstance(v, torch.Tensor) or v.dtype != out.dtype for v in vals):
+        return None
+    return out.dtype
+
+
+def _convert(graph, node, dtype):
+    new = graph.call_function(prims.convert_element_type.default, (node, dtype))
+    new.meta["val"] = prims.convert_element_type.default(node.meta["val"], dtype)
+    return new
+
+
+def rewrite(graph: torch.fx.Graph, dtypes) -> int:
+    """Rewrite the graph's GEMMs of `dtypes` to fp32 accumulation; returns how many."""
+    if not dtypes:
+        return 0
+    count = 0
+    for node in list(graph.nodes):
+        dtype = _gemm_dtype(node, dtypes)
+        if dtype is None:
+            continue
+        positions = _GEMMS[node.target]
+        with graph.inserting_before(node):
+            args = [(_convert(graph, a, torch.float32) if i in positions and isinstance(a, torch.fx.Node) else a)
+                    for i, a in enumerate(node.args)]
+            kwargs = {k: (_convert(graph, v, torch.float32) if k == "bias" and isinstance(v, torch.fx.Node) else v)
+                      for k, v in node.kwargs.items()}
+            if "out_dtype" in kwargs:
+                kwargs["out_dtype"] = None
+            wide = graph.call_function(node.target, tuple(args), kwargs)
+            wide.meta["val"] = node.target(*[_val(a) if isinstance(a, torch.fx.Node) else a for a in args],
+                                           **{k: _val(v) if isinstance(v, torch.fx.Node) else v
+                                              for k, v in kwargs.items()})
+            narrow = _convert(graph, wide, dtype)
+        for key in ("stack_trace", "nn_module_stack", "original_aten"):
+            if key in node.meta:
+                wide.meta[key] = node.meta[key]
+        node.replace_all_uses_with(narrow)
+        graph.erase_node(node)
+        count += 1
+    return count
+
+
+def run(gm_or_graph) -> int:
+    """The pass as Inductor calls it (a GraphModule or a Graph), with the policy in force."""
+    graph = gm_or_graph.graph if isinstance(gm_or_graph, torch.fx.GraphModule) else gm_or_graph
+    count = rewrite(graph, host_gemm.fp32_dtypes())
+    if count and isinstance(gm_or_graph, torch.fx.GraphModule):
+        gm_or_graph.recompile()
+    return count
