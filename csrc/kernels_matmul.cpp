@@ -219,6 +219,39 @@ at::Tensor& neuron_baddbmm_out(const at::Tensor& self, const at::Tensor& b1, con
   return out;
 }
 
+// In-place forms (x.addmm_(a, b), x.baddbmm_(a, b)): the out= kernels with self as out.
+at::Tensor& neuron_addmm_(at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
+                          const at::Scalar& beta, const at::Scalar& alpha) {
+  const auto dev = common_device("aten::addmm_", {&self, &mat1, &mat2});
+  NEURON_TRACK_OP("aten::addmm_", dev);
+  HostAliases a;
+  HostOut host(a, self);
+  if (takes_fp32_path({&self, &mat1, &mat2}) && mat1.dim() == 2 && mat2.dim() == 2 &&
+      out_fits(self, {mat1.size(0), mat2.size(1)}, mat1)) {
+    host.host.copy_(at::cpu::addmm(up(host.host), up(a.of(mat1)), up(a.of(mat2)), beta, alpha));
+  } else {
+    at::cpu::addmm_(host.host, a.of(mat1), a.of(mat2), beta, alpha);
+  }
+  sync_written_output(self, host.host, host.alias_storage, dev);
+  return self;
+}
+
+at::Tensor& neuron_baddbmm_(at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
+                            const at::Scalar& beta, const at::Scalar& alpha) {
+  const auto dev = common_device("aten::baddbmm_", {&self, &b1, &b2});
+  NEURON_TRACK_OP("aten::baddbmm_", dev);
+  HostAliases a;
+  HostOut host(a, self);
+  if (takes_fp32_path({&self, &b1, &b2}) && b1.dim() == 3 && b2.dim() == 3 &&
+      out_fits(self, {b1.size(0), b1.size(1), b2.size(2)}, b1)) {
+    host.host.copy_(at::cpu::baddbmm(up(host.host), up(a.of(b1)), up(a.of(b2)), beta, alpha));
+  } else {
+    at::cpu::baddbmm_(host.host, a.of(b1), a.of(b2), beta, alpha);
+  }
+  sync_written_output(self, host.host, host.alias_storage, dev);
+  return self;
+}
+
 std::tuple<at::Tensor, at::Tensor> neuron_flash_attention(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout_p,
     bool is_causal, const std::optional<at::Tensor>& attn_mask, std::optional<double> scale) {
@@ -266,6 +299,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addmm.out", TORCH_FN(neuron_addmm_out));
   m.impl("baddbmm", TORCH_FN(neuron_baddbmm));
   m.impl("baddbmm.out", TORCH_FN(neuron_baddbmm_out));
+  m.impl("addmm_", TORCH_FN(neuron_addmm_));
+  m.impl("baddbmm_", TORCH_FN(neuron_baddbmm_));
   m.impl("_scaled_dot_product_flash_attention_for_cpu", TORCH_FN(neuron_flash_attention));
   m.impl("_scaled_dot_product_flash_attention_for_cpu_backward",
          TORCH_FN(neuron_flash_attention_backward));

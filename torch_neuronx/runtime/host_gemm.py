@@ -93,16 +93,22 @@ def configure(core) -> Policy:
 
 
 def set_mode(mode: str) -> Policy:
-    """Switch the policy in this process (auto, native or fp32), as the variable would at start.
-    Graphs compiled after the switch follow it (the mode is part of their cache keys)."""
-    global _policy
+    """Switch the policy in this process (auto, native or fp32), as the variable would at start;
+    returns the policy it replaced. Graphs compiled after the switch follow it (the mode is part
+    of their cache keys)."""
     if mode not in MODES:
         raise ValueError(f"set_mode(mode={mode!r}): use one of {', '.join(MODES)}")
+    return restore(decide(mode, "set_mode", *native_support()))
+
+
+def restore(previous: Policy) -> Policy:
+    """Put back a policy set_mode or policy() returned; returns the one it replaced."""
+    global _policy
     from .. import _C
 
-    _policy = decide(mode, "set_mode", *native_support())
-    _C._set_low_precision_gemm_fp32(_policy.fp32_bf16, _policy.fp32_fp16)
-    return _policy
+    replaced, _policy = _policy, previous
+    _C._set_low_precision_gemm_fp32(previous.fp32_bf16, previous.fp32_fp16)
+    return replaced
 
 
 def policy() -> Policy | None:
