@@ -6,6 +6,11 @@ convert(operands -> fp32), the same op in fp32, convert(result -> dtype): the
 eager kernels' computation (csrc/kernels_matmul.cpp). Inductor then runs the
 extern GEMM in fp32 and fuses each conversion into the kernel that produces or
 consumes the tensor (a graph input's conversion is a kernel of its own).
+
+One difference from eager remains, Inductor's own: where a GEMM's rounded result is
+converted back to fp32 inside the same fused C++ kernel (one GEMM feeding the next),
+Inductor's C++ code generation reuses the unrounded fp32 value, as it does for every
+bf16/fp16 value a fused kernel stores and reads again (pytorch/pytorch#115260).
 """
 from __future__ import annotations
 
@@ -21,7 +26,6 @@ _GEMMS = {
     aten.bmm.default: (0, 1),
     aten.addmm.default: (0, 1, 2),
     aten.baddbmm.default: (0, 1, 2),
-    aten._grouped_mm.default: (0, 1, 3),   # offs (position 2) stays int32
 }
 
 

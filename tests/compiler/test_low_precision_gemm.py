@@ -1,0 +1,142 @@
+"""bf16/fp16 GEMMs of compiled neuron graphs under TORCH_NEURONX_HOST_LOW_PRECISION_GEMM
+(torch_neuronx/compiler/low_precision_gemm.py).
+
+``fp32``: Inductor's extern GEMMs take fp32 buffers (the conversions are C++ kernels) and the
+results equal fp32 GEMMs of the upcast operands rounded once, bitwise, forward and backward.
+``native``: the program keeps the dtype's GEMMs and equals the CPU's eager results bitwise.
+Each test sets its mode, so the file passes on hosts with and without native bf16 GEMMs.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+
+import pytest
+import torch
+from torch._inductor.utils import run_and_get_code
+
+from torch_neuronx.runtime import host_gemm
+
+DTYPES = [torch.bfloat16, torch.float16]
+# An extern GEMM call of the program and the buffer allocations of a dtype.
+EXTERN = re.compile(r"extern_kernels\.(mm|addmm|bmm|baddbmm)\(")
+
+
+@contextlib.contextmanager
+def gemm_mode(mode: str):
+    previous = host_gemm.set_mode(mode)
+    try:
+        yield
+    finally:
+        host_gemm.restore(previous)
+
+
+def _rand(dtype, *shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g).to(dtype)
+
+
+def _linear_step(dtype, x, w, b, g):
+    """Compiled nn.Linear forward and backward on neuron: (y, dx, dW, code of both graphs)."""
+    lin = torch.nn.Linear(w.shape[1], w.shape[0], device="neuron", dtype=dtype)
+    with torch.no_grad():
+        lin.weight.copy_(w)
+        lin.bias.copy_(b)
+    xn = x.to("neuron").requires_grad_()
+    f = torch.compile(lin, backend="neuron", dynamic=False)
+
+    def step():
+        y = f(xn)
+        y.backward(g.to("neuron"))
+        return y
+
+    y, code = run_and_get_code(step)
+    return y.detach().cpu(), xn.grad.cpu(), lin.weight.grad.cpu(), "\n".join(code)
+
+
+def _float32_allocations(code: str) -> int:
+    return code.count("torch.float32, 0)") + code.count("dtype=torch.float32")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fp32_mode_linear_forward_backward(dtype):
+    x, w, b, g = _rand(dtype, 16, 96), _rand(dtype, 40, 96, seed=1), _rand(dtype, 40, seed=2), _rand(dtype, 16, 40, seed=3)
+    with gemm_mode("fp32"):
+        y, dx, dw, code = _linear_step(dtype, x, w, b, g)
+    assert torch.equal(y, torch.addmm(b.float(), x.float(), w.float().t()).to(dtype))
+    assert torch.equal(dx, (g.float() @ w.float()).to(dtype))
+    assert torch.equal(dw, (g.float().t() @ x.float()).to(dtype))
+    # what the generated program shows: the extern GEMMs write fp32 buffers the C++ kernels convert
+    assert len(EXTERN.findall(code)) == 3
+    assert _float32_allocations(code) >= 3
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_native_mode_linear_equals_cpu(dtype):
+    x, w, b, g = _rand(dtype, 16, 96), _rand(dtype, 40, 96, seed=1), _rand(dtype, 40, seed=2), _rand(dtype, 16, 40, seed=3)
+    with gemm_mode("native"):
+        y, dx, dw, code = _linear_step(dtype, x, w, b, g)
+    lin = torch.nn.Linear(96, 40, dtype=dtype)
+    with torch.no_grad():
+        lin.weight.copy_(w)
+        lin.bias.copy_(b)
+    xc = x.clone().requires_grad_()
+    yc = lin(xc)
+    yc.backward(g)
+    assert torch.equal(y, yc.detach()) and torch.equal(dx, xc.grad) and torch.equal(dw, lin.weight.grad)
+    assert len(EXTERN.findall(code)) == 3
+    assert _float32_allocations(code) == 0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fp32_mode_batched_matmuls(dtype):
+    def attention_like(q, k, v):
+        return torch.matmul(q, k.transpose(-1, -2)), torch.baddbmm(v, q, k.transpose(-1, -2)[..., :8])
+
+    q, k, v = _rand(dtype, 4, 16, 8), _rand(dtype, 4, 16, 8, seed=1), _rand(dtype, 4, 16, 8, seed=2)
+    with gemm_mode("fp32"):
+        (a, c), code = run_and_get_code(torch.compile(attention_like, backend="neuron", dynamic=False),
+                                        q.to("neuron"), k.to("neuron"), v.to("neuron"))
+    assert torch.equal(a.cpu(), torch.matmul(q.float(), k.float().transpose(-1, -2)).to(dtype))
+    assert torch.equal(c.cpu(), torch.baddbmm(v.float(), q.float(), k.float().transpose(-1, -2)[..., :8]).to(dtype))
+    assert len(EXTERN.findall("\n".join(code))) == 2
+
+
+def test_fp32_mode_grouped_mm():
+    a, w = _rand(torch.bfloat16, 8, 16), _rand(torch.bfloat16, 3, 16, 8, seed=1)
+    offs = torch.tensor([2, 5, 8], dtype=torch.int32)
+    f = torch.compile(lambda a, w, o: torch._grouped_mm(a, w, offs=o), backend="neuron", dynamic=False)
+    with gemm_mode("fp32"):
+        got = f(a.to("neuron"), w.to("neuron"), offs.to("neuron")).cpu()
+    assert torch.equal(got, torch._grouped_mm(a.float(), w.float(), offs=offs).bfloat16())
+
+
+def test_mode_is_part_of_the_compiled_program():
+    """A graph compiled under one mode is not served to the other; the same mode is served again."""
+    def f(a, b):
+        return a @ b
+
+    a, b = _rand(torch.bfloat16, 24, 32).to("neuron"), _rand(torch.bfloat16, 32, 16, seed=1).to("neuron")
+    seen = []
+    for mode in ("fp32", "native", "fp32"):
+        torch._dynamo.reset()
+        with gemm_mode(mode):
+            out, code = run_and_get_code(torch.compile(f, backend="neuron", dynamic=False), a, b)
+        seen.append((len(code), _float32_allocations("\n".join(code))))
+        if mode == "fp32":
+            assert torch.equal(out.cpu(), (a.cpu().float() @ b.cpu().float()).bfloat16())
+    fresh_fp32, fresh_native, cached_fp32 = seen
+    assert fresh_fp32[0] == 1 and fresh_fp32[1] > 0
+    assert fresh_native == (1, 0)          # compiled anew, with the dtype's own GEMM
+    assert cached_fp32[0] == 0             # the first program, from the compile cache
+
+
+def test_fp32_matmuls_are_not_rewritten():
+    def f(a, b):
+        return a @ b
+
+    a, b = torch.randn(24, 32), torch.randn(32, 16)
+    with gemm_mode("fp32"):
+        out, code = run_and_get_code(torch.compile(f, backend="neuron", dynamic=False), a.to("neuron"), b.to("neuron"))
+    assert torch.equal(out.cpu(), a @ b)
+    assert "cpp_fused" not in "\n".join(code)   # no conversion kernels: the extern mm alone
