@@ -83,7 +83,8 @@ struct HostOut {
 // (torch_neuronx/runtime/host_gemm.py) then sets these flags: each operand is
 // converted to fp32 once (O(n^2)), one fp32 GEMM runs (O(n^3)), and the result
 // is rounded to the operands' dtype once, as a NeuronCore's TensorEngine does
-// (bf16 inputs, fp32 accumulation in PSUM, one rounding).
+// (bf16 inputs, fp32 accumulation in PSUM, one rounding). CPU flash attention's
+// block GEMMs are the same bf16/fp16 GEMMs, so it follows the same flags.
 std::atomic<bool> g_fp32_bf16{false};
 std::atomic<bool> g_fp32_fp16{false};
 
@@ -105,6 +106,12 @@ bool takes_fp32_path(std::initializer_list<const at::Tensor*> tensors) {
 }
 
 at::Tensor up(const at::Tensor& t) { return t.defined() ? t.to(at::kFloat) : t; }
+
+// An attention mask in the operands' dtype goes to fp32 with them; a boolean mask stays.
+std::optional<at::Tensor> up_like(const std::optional<at::Tensor>& mask, const at::Tensor& like) {
+  if (mask.has_value() && mask->defined() && mask->scalar_type() == like.scalar_type()) return up(*mask);
+  return mask;
+}
 
 // An out= result computed in fp32 is rounded into `out` when `out` already has
 // the result's size and dtype (compiled graphs always pass such buffers);
@@ -259,6 +266,11 @@ std::tuple<at::Tensor, at::Tensor> neuron_flash_attention(
   const auto dev = common_device("aten::_scaled_dot_product_flash_attention_for_cpu", {&q, &k, &v, mask});
   NEURON_TRACK_OP("aten::_scaled_dot_product_flash_attention_for_cpu", dev);
   HostAliases a;
+  if (takes_fp32_path({&q, &k, &v})) {   // its block GEMMs are the CPU's bf16/fp16 GEMMs
+    auto [out, lse] = at::cpu::_scaled_dot_product_flash_attention_for_cpu(
+        up(a.of(q)), up(a.of(k)), up(a.of(v)), dropout_p, is_causal, up_like(a.of(attn_mask), q), scale);
+    return {adopt_host_result(out.to(q.scalar_type()), dev), adopt_host_result(lse, dev)};
+  }
   auto [out, lse] = at::cpu::_scaled_dot_product_flash_attention_for_cpu(
       a.of(q), a.of(k), a.of(v), dropout_p, is_causal, a.of(attn_mask), scale);
   return {adopt_host_result(out, dev), adopt_host_result(lse, dev)};
@@ -273,6 +285,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> neuron_flash_attention_backward(
                                  {&grad_out, &q, &k, &v, &out, &lse, mask});
   NEURON_TRACK_OP("aten::_scaled_dot_product_flash_attention_for_cpu_backward", dev);
   HostAliases a;
+  if (takes_fp32_path({&grad_out, &q, &k, &v, &out})) {
+    const auto dtype = q.scalar_type();
+    auto [gq, gk, gv] = at::cpu::_scaled_dot_product_flash_attention_for_cpu_backward(
+        up(a.of(grad_out)), up(a.of(q)), up(a.of(k)), up(a.of(v)), up(a.of(out)), a.of(lse), dropout_p,
+        is_causal, up_like(a.of(attn_mask), q), scale);
+    return {adopt_host_result(gq.to(dtype), dev), adopt_host_result(gk.to(dtype), dev),
+            adopt_host_result(gv.to(dtype), dev)};
+  }
   auto [gq, gk, gv] = at::cpu::_scaled_dot_product_flash_attention_for_cpu_backward(
       a.of(grad_out), a.of(q), a.of(k), a.of(v), a.of(out), a.of(lse), dropout_p, is_causal,
       a.of(attn_mask), scale);

@@ -102,6 +102,30 @@ def test_fp32_mode_batched_matmuls(dtype):
     assert len(EXTERN.findall("\n".join(code))) == 2
 
 
+def _ulps(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (a.view(torch.int16).int() - b.view(torch.int16).int()).abs()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fp32_mode_decode_gemms_are_fp32_reductions(dtype):
+    """One-row GEMMs (decode) are an fp32 multiply-and-sum kernel reading the weight once: fp32
+    accumulation and one rounding, in Inductor's summation order (within one ulp of the fp32 GEMM)."""
+    x, w, b = _rand(dtype, 1, 512), _rand(dtype, 384, 512, seed=1), _rand(dtype, 384, seed=2)
+    lin = torch.nn.Linear(512, 384, device="neuron", dtype=dtype)
+    with torch.no_grad():
+        lin.weight.copy_(w)
+        lin.bias.copy_(b)
+    with gemm_mode("fp32"), torch.no_grad():
+        y, code = run_and_get_code(torch.compile(lin, backend="neuron", dynamic=False), x.to("neuron"))
+    code = "\n".join(code)
+    ref = torch.addmm(b.float(), x.float(), w.float().t()).to(dtype)
+    assert _ulps(y.cpu(), ref).max() <= 1
+    assert (y.cpu() != ref).float().mean() < 0.05
+    assert not EXTERN.search(code)                   # no extern GEMM and no fp32 copy of the weight:
+    assert not [line for line in code.splitlines() if "torch.float32" in line and "512" in line]
+    assert len(re.findall(r"^\s+cpp_fused_\w+\(", code, re.M)) == 1   # one C++ kernel does it all
+
+
 def test_fp32_mode_grouped_mm():
     a, w = _rand(torch.bfloat16, 8, 16), _rand(torch.bfloat16, 3, 16, 8, seed=1)
     offs = torch.tensor([2, 5, 8], dtype=torch.int32)

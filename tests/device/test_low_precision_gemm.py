@@ -209,3 +209,39 @@ def test_invalid_value_is_a_clear_error(python_subprocess):
     assert f"{VARIABLE}='bf16' is not valid; use one of auto, native, fp32" in r.stderr
     with pytest.raises(ValueError, match="use one of auto, native, fp32"):
         host_gemm.set_mode("fast")
+
+
+_FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+_FLASH_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_attention_fp32_mode(dtype):
+    """CPU flash attention's block GEMMs are bf16/fp16 GEMMs: under fp32 it runs on fp32 operands
+    and rounds its outputs once (forward and backward)."""
+    q, k, v, go = _operands(dtype, (2, 4, 16, 8), (2, 4, 16, 8), (2, 4, 16, 8), (2, 4, 16, 8), seed=3)
+    out32, lse = _FLASH(q.float(), k.float(), v.float(), 0.0, True)
+    out = out32.to(dtype)
+    grads = [t.to(dtype) for t in _FLASH_BACKWARD(go.float(), q.float(), k.float(), v.float(), out.float(), lse,
+                                                   0.0, True)]
+    qn, kn, vn = (t.to("neuron").requires_grad_() for t in (q, k, v))
+    with gemm_mode("fp32"):
+        y = F.scaled_dot_product_attention(qn, kn, vn, is_causal=True)
+        y.backward(go.to("neuron"))
+    assert torch.equal(y.detach().cpu(), out)
+    for want, got in zip(grads, (qn.grad, kn.grad, vn.grad)):
+        assert torch.equal(got.cpu(), want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_attention_native_mode_equals_cpu(dtype):
+    q, k, v, go = _operands(dtype, (2, 4, 16, 8), (2, 4, 16, 8), (2, 4, 16, 8), (2, 4, 16, 8), seed=3)
+    results = []
+    for device in ("cpu", "neuron"):
+        qd, kd, vd = (t.detach().to(device, copy=True).requires_grad_() for t in (q, k, v))
+        with gemm_mode("native"):
+            y = F.scaled_dot_product_attention(qd, kd, vd, is_causal=True)
+            y.backward(go.to(device))
+        results.append([t.detach().cpu() for t in (y, qd.grad, kd.grad, vd.grad)])
+    for want, got in zip(*results):
+        assert torch.equal(want, got)

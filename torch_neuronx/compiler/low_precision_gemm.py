@@ -7,6 +7,13 @@ eager kernels' computation (csrc/kernels_matmul.cpp). Inductor then runs the
 extern GEMM in fp32 and fuses each conversion into the kernel that produces or
 consumes the tensor (a graph input's conversion is a kernel of its own).
 
+A GEMM with at most SMALL_M rows (decode: one token per sequence) is memory-bound: converting
+its weight to fp32 on every call would read and write the weight once more than the GEMM
+itself. Such a GEMM becomes a multiply and an fp32 sum instead, which Inductor generates as one
+C++ reduction kernel reading the bf16/fp16 weight once (still fp32 accumulation and one
+rounding; the summation order is Inductor's, so elements may differ from an fp32 GEMM's in the
+last bit).
+
 One difference from eager remains, Inductor's own: where a GEMM's rounded result is
 converted back to fp32 inside the same fused C++ kernel (one GEMM feeding the next),
 Inductor's C++ code generation reuses the unrounded fp32 value, as it does for every
@@ -27,6 +34,9 @@ _GEMMS = {
     aten.addmm.default: (0, 1, 2),
     aten.baddbmm.default: (0, 1, 2),
 }
+
+
+SMALL_M = 4
 
 
 def _val(node):
@@ -55,6 +65,41 @@ def _convert(graph, node, dtype):
     return new
 
 
+def _call(graph, target, args, kwargs=None):
+    node = graph.call_function(target, tuple(args), kwargs or {})
+    node.meta["val"] = target(*[_val(a) if isinstance(a, torch.fx.Node) else a for a in args], **(kwargs or {}))
+    return node
+
+
+def _small_m(node) -> bool:
+    """mm / addmm (beta = alpha = 1) / bmm whose left operand has at most SMALL_M rows."""
+    if node.target is aten.addmm.default:
+        if node.kwargs.get("beta", 1) != 1 or node.kwargs.get("alpha", 1) != 1 or len(node.args) > 3:
+            return False
+        left = node.args[1]
+    elif node.target in (aten.mm.default, aten.bmm.default):
+        left = node.args[0]
+    else:
+        return False
+    rows = _val(left).shape[-2]
+    return isinstance(rows, int) and rows <= SMALL_M
+
+
+def _as_reduction(graph, node, dtype):
+    """sum(a[..., :, :, None] * b[..., None, :, :], dim=-2) in fp32, rounded once (+ bias for addmm)."""
+    if node.target is aten.addmm.default:
+        bias, a, b = node.args
+    else:
+        bias, (a, b) = None, node.args
+    a32, b32 = _convert(graph, a, torch.float32), _convert(graph, b, torch.float32)
+    prod = _call(graph, aten.mul.Tensor, [_call(graph, aten.unsqueeze.default, [a32, -1]),
+                                          _call(graph, aten.unsqueeze.default, [b32, -3])])
+    total = _call(graph, aten.sum.dim_IntList, [prod, [-2]])
+    if bias is not None:
+        total = _call(graph, aten.add.Tensor, [total, _convert(graph, bias, torch.float32)])
+    return total
+
+
 def rewrite(graph: torch.fx.Graph, dtypes) -> int:
     """Rewrite the graph's GEMMs of `dtypes` to fp32 accumulation; returns how many."""
     if not dtypes:
@@ -66,6 +111,12 @@ def rewrite(graph: torch.fx.Graph, dtypes) -> int:
             continue
         positions = _GEMMS[node.target]
         with graph.inserting_before(node):
+            if _small_m(node):
+                narrow = _convert(graph, _as_reduction(graph, node, dtype), dtype)
+                node.replace_all_uses_with(narrow)
+                graph.erase_node(node)
+                count += 1
+                continue
             args = [(_convert(graph, a, torch.float32) if i in positions and isinstance(a, torch.fx.Node) else a)
                     for i, a in enumerate(node.args)]
             kwargs = {k: (_convert(graph, v, torch.float32) if k == "bias" and isinstance(v, torch.fx.Node) else v)
