@@ -3,7 +3,10 @@ next to its target, PASS/MISS per row, and the clock used. Asserts nothing.
 
 Eager rows come from benchmarks/eager_overhead.py, compiled rows from
 benchmarks/compile_decoder.py (decode and prefill forward, and the training step, each
-compiled neuron against Inductor on CPU in the same run).
+compiled neuron against Inductor on CPU in the same run). The bf16 rows come from
+benchmarks/low_precision_gemm.py (a 2048^3 GEMM, an encoder block forward+backward, a compiled
+decode step, each bf16 against the same workload in fp32); ONEDNN_MAX_CPU_ISA=AVX2 measures
+them as a host without native bf16 GEMMs sees them.
 
     python benchmarks/host_bound_table.py --threads 1            # ~2 min on a quiet 2-core host
     python benchmarks/host_bound_table.py --threads 1 --quick    # shorter eager budget, 3 rounds
@@ -18,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import compile_decoder  # noqa: E402
 import eager_overhead  # noqa: E402
+import low_precision_gemm  # noqa: E402
 
 EAGER_TINY_TARGET_US = 0.5   # issue 20: tiny op extra over CPU (bound +0)
 EAGER_BLOCK_TARGET = 1.05    # issue 20: TransformerEncoderLayer fwd+bwd / CPU (bound 1.00x)
@@ -55,6 +59,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=9, help="rounds of the compiled rows")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--clock", choices=("auto", "wall", "cpu"), default="auto")
+    parser.add_argument("--no-bf16", action="store_true", help="leave out the bf16 rows (low_precision_gemm.py)")
     args = parser.parse_args(argv)
     rounds = 3 if args.quick else args.rounds
     lines = []
@@ -69,6 +74,11 @@ def main(argv=None) -> int:
     print(f"{'case':<52}{'now':<40}{'bound / target':<34}{'clock':<7}verdict")
     for case, now, target, ok, clock in lines:
         print(f"{case:<52}{now:<40}{target:<34}{clock:<7}{_verdict(ok)}")
+    if not args.no_bf16:
+        # bf16 next to its bound (the same workload in fp32), under the host GEMM policy in force
+        print("\nbf16 rows: bound = the same workload in fp32 on neuron; target bf16/fp32 <= "
+              f"{low_precision_gemm.TARGET}x where the host has no native bf16 GEMM")
+        low_precision_gemm.print_rows(low_precision_gemm.rows(quick=args.quick))
     return 0
 
 
