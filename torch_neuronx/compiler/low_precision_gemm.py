@@ -21,6 +21,8 @@ bf16/fp16 value a fused kernel stores and reads again (pytorch/pytorch#115260).
 """
 from __future__ import annotations
 
+import operator
+
 import torch
 
 from ..runtime import host_gemm
@@ -100,12 +102,53 @@ def _as_reduction(graph, node, dtype):
     return total
 
 
+# CPU flash attention (its block GEMMs are the dtype's GEMMs): tuple results, read through getitem
+_ATTENTION = (aten._scaled_dot_product_flash_attention_for_cpu.default,
+              aten._scaled_dot_product_flash_attention_for_cpu_backward.default)
+
+
+def _attention_dtype(node, dtypes) -> torch.dtype | None:
+    if node.op != "call_function" or node.target not in _ATTENTION:
+        return None
+    q = _val(node.args[1] if node.target is _ATTENTION[1] else node.args[0])
+    if not isinstance(q, torch.Tensor) or q.device.type != "neuron" or q.dtype not in dtypes:
+        return None
+    if not all(u.target is operator.getitem for u in node.users):
+        return None
+    return q.dtype
+
+
+def _rewrite_attention(graph, node, dtype) -> None:
+    """The op on fp32 copies of its operands of `dtype`; each result of `dtype` rounded once."""
+    def wide_arg(a):
+        v = _val(a)
+        return _convert(graph, a, torch.float32) if isinstance(v, torch.Tensor) and v.dtype == dtype else a
+
+    with graph.inserting_before(node):
+        args = [wide_arg(a) if isinstance(a, torch.fx.Node) else a for a in node.args]
+        kwargs = {k: wide_arg(v) if isinstance(v, torch.fx.Node) else v for k, v in node.kwargs.items()}
+        wide = _call(graph, node.target, args, kwargs)
+    for user in list(node.users):
+        index = user.args[1]
+        with graph.inserting_before(user):
+            item = _call(graph, operator.getitem, [wide, index])
+            result = _convert(graph, item, dtype) if _val(user).dtype == dtype else item
+        user.replace_all_uses_with(result)
+        graph.erase_node(user)
+    graph.erase_node(node)
+
+
 def rewrite(graph: torch.fx.Graph, dtypes) -> int:
     """Rewrite the graph's GEMMs of `dtypes` to fp32 accumulation; returns how many."""
     if not dtypes:
         return 0
     count = 0
     for node in list(graph.nodes):
+        attention = _attention_dtype(node, dtypes)
+        if attention is not None:
+            _rewrite_attention(graph, node, attention)
+            count += 1
+            continue
         dtype = _gemm_dtype(node, dtypes)
         if dtype is None:
             continue

@@ -21,6 +21,8 @@ ALLOCATOR_CACHE_LIMIT = "TORCH_NEURONX_ALLOCATOR_CACHE_LIMIT"
 NO_MEMORY_CACHING = "TORCH_NEURONX_NO_MEMORY_CACHING"
 # Folder of the per-process stats pages the Neuron tools read.
 RUNTIME_DIR = "TORCH_NEURONX_RUNTIME_DIR"
+# bf16/fp16 matmuls on the host: auto | native | fp32 (runtime/host_gemm.py).
+HOST_LOW_PRECISION_GEMM = "TORCH_NEURONX_HOST_LOW_PRECISION_GEMM"
 
 
 class NeuronEnvironmentError(RuntimeError):

@@ -21,7 +21,7 @@ import dataclasses
 
 from . import env
 
-VARIABLE = "TORCH_NEURONX_HOST_LOW_PRECISION_GEMM"
+VARIABLE = env.HOST_LOW_PRECISION_GEMM
 MODES = ("auto", "native", "fp32")
 NUMERICS = "TORCH_NEURONX_NUMERICS"   # numerics/config.py parses it; only "trainium" matters here
 
