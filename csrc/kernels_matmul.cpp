@@ -306,6 +306,12 @@ void set_low_precision_gemm_fp32(bool bf16, bool fp16) {
   g_fp32_fp16.store(fp16, std::memory_order_relaxed);
 }
 
+bool low_precision_gemm_fp32_for(at::ScalarType dtype) {
+  if (dtype == at::kBFloat16) return g_fp32_bf16.load(std::memory_order_relaxed);
+  if (dtype == at::kHalf) return g_fp32_fp16.load(std::memory_order_relaxed);
+  return false;
+}
+
 std::pair<bool, bool> low_precision_gemm_fp32() {
   return {g_fp32_bf16.load(std::memory_order_relaxed), g_fp32_fp16.load(std::memory_order_relaxed)};
 }

@@ -186,3 +186,18 @@ def test_fp32_mode_compiled_attention(dtype):
     assert torch.equal(y.detach().cpu(), out)
     for want, got in zip(grads, (qn.grad, kn.grad, vn.grad)):
         assert torch.equal(got.cpu(), want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fp32_mode_compiled_convolution(dtype):
+    x, w, go = _rand(dtype, 2, 8, 12, 12), _rand(dtype, 16, 8, 3, 3, seed=1), _rand(dtype, 2, 16, 10, 10, seed=2)
+    want = torch.nn.functional.conv2d(x.float(), w.float()).to(dtype)
+    gx, gw, _ = torch.ops.aten.convolution_backward(go.float(), x.float(), w.float(), None, [1, 1], [0, 0], [1, 1],
+                                                    False, [0, 0], 1, [True, True, False])
+    xn, wn = x.to("neuron").requires_grad_(), w.to("neuron").requires_grad_()
+    f = torch.compile(torch.nn.functional.conv2d, backend="neuron", dynamic=False)
+    with gemm_mode("fp32"):
+        y = f(xn, wn)
+        y.backward(go.to("neuron"))
+    assert torch.equal(y.detach().cpu(), want)
+    assert torch.equal(xn.grad.cpu(), gx.to(dtype)) and torch.equal(wn.grad.cpu(), gw.to(dtype))

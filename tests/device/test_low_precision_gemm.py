@@ -245,3 +245,34 @@ def test_attention_native_mode_equals_cpu(dtype):
         results.append([t.detach().cpu() for t in (y, qd.grad, kd.grad, vd.grad)])
     for want, got in zip(*results):
         assert torch.equal(want, got)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_convolution_fp32_mode(dtype):
+    """A CPU convolution is im2col and the dtype's GEMM: under fp32 it runs on fp32 operands and
+    rounds its results once (forward and the three gradients)."""
+    x, w, b, go = _operands(dtype, (2, 8, 12, 12), (16, 8, 3, 3), (16,), (2, 16, 10, 10), seed=4)
+    want = F.conv2d(x.float(), w.float(), b.float()).to(dtype)
+    grads = torch.ops.aten.convolution_backward(go.float(), x.float(), w.float(), [16], [1, 1], [0, 0], [1, 1],
+                                                False, [0, 0], 1, [True, True, True])
+    xn, wn, bn = (t.to("neuron").requires_grad_() for t in (x, w, b))
+    with gemm_mode("fp32"):
+        y = F.conv2d(xn, wn, bn)
+        y.backward(go.to("neuron"))
+    assert torch.equal(y.detach().cpu(), want)
+    for ref, got in zip(grads, (xn.grad, wn.grad, bn.grad)):
+        assert got.dtype == dtype and torch.equal(got.cpu(), ref.to(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_convolution_native_mode_equals_cpu(dtype):
+    x, w, b, go = _operands(dtype, (2, 8, 12, 12), (16, 8, 3, 3), (16,), (2, 16, 10, 10), seed=4)
+    results = []
+    for device in ("cpu", "neuron"):
+        xd, wd, bd = (t.detach().to(device, copy=True).requires_grad_() for t in (x, w, b))
+        with gemm_mode("native"):
+            y = F.conv2d(xd, wd, bd)
+            y.backward(go.to(device))
+        results.append([t.detach().cpu() for t in (y, xd.grad, wd.grad, bd.grad)])
+    for want, got in zip(*results):
+        assert torch.equal(want, got)

@@ -1,7 +1,8 @@
 """bf16/fp16 GEMMs of compiled neuron graphs with fp32 accumulation (post-grad FX pass).
 
 Where the host GEMM policy (torch_neuronx/runtime/host_gemm.py) says fp32 for a
-dtype, each mm / addmm / bmm / baddbmm / _grouped_mm of that dtype becomes
+dtype, each mm / addmm / bmm / baddbmm of that dtype (and CPU flash attention and
+convolution, forward and backward, whose inner GEMMs are the dtype's GEMMs) becomes
 convert(operands -> fp32), the same op in fp32, convert(result -> dtype): the
 eager kernels' computation (csrc/kernels_matmul.cpp). Inductor then runs the
 extern GEMM in fp32 and fuses each conversion into the kernel that produces or
@@ -35,6 +36,7 @@ _GEMMS = {
     aten.bmm.default: (0, 1),
     aten.addmm.default: (0, 1, 2),
     aten.baddbmm.default: (0, 1, 2),
+    aten.convolution.default: (0, 1, 2),   # im2col + the dtype's GEMM on the CPU
 }
 
 
@@ -48,8 +50,6 @@ def _val(node):
 def _gemm_dtype(node, dtypes) -> torch.dtype | None:
     """The one low-precision dtype of the node's operands and result when the policy converts it."""
     if node.op != "call_function" or node.target not in _GEMMS:
-        return None
-    if node.target is aten._grouped_mm.default and node.kwargs.get("out_dtype") is not None:
         return None
     vals = [_val(a) for i, a in enumerate(node.args) if i in _GEMMS[node.target] and a is not None]
     vals += [_val(v) for k, v in node.kwargs.items() if k == "bias" and v is not None]
@@ -102,20 +102,22 @@ def _as_reduction(graph, node, dtype):
     return total
 
 
-# CPU flash attention (its block GEMMs are the dtype's GEMMs): tuple results, read through getitem
-_ATTENTION = (aten._scaled_dot_product_flash_attention_for_cpu.default,
-              aten._scaled_dot_product_flash_attention_for_cpu_backward.default)
+# Ops with tuple results (read through getitem) whose inner GEMMs are the dtype's GEMMs:
+# CPU flash attention and the convolution backward.
+_TUPLE_OPS = (aten._scaled_dot_product_flash_attention_for_cpu.default,
+              aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
+              aten.convolution_backward.default)
 
 
 def _attention_dtype(node, dtypes) -> torch.dtype | None:
-    if node.op != "call_function" or node.target not in _ATTENTION:
+    if node.op != "call_function" or node.target not in _TUPLE_OPS:
         return None
-    q = _val(node.args[1] if node.target is _ATTENTION[1] else node.args[0])
-    if not isinstance(q, torch.Tensor) or q.device.type != "neuron" or q.dtype not in dtypes:
+    first = _val(node.args[0])   # the query, or the incoming gradient of a backward
+    if not isinstance(first, torch.Tensor) or first.device.type != "neuron" or first.dtype not in dtypes:
         return None
     if not all(u.target is operator.getitem for u in node.users):
         return None
-    return q.dtype
+    return first.dtype
 
 
 def _rewrite_attention(graph, node, dtype) -> None:
@@ -132,7 +134,8 @@ def _rewrite_attention(graph, node, dtype) -> None:
         index = user.args[1]
         with graph.inserting_before(user):
             item = _call(graph, operator.getitem, [wide, index])
-            result = _convert(graph, item, dtype) if _val(user).dtype == dtype else item
+            low = isinstance(_val(user), torch.Tensor) and _val(user).dtype == dtype
+            result = _convert(graph, item, dtype) if low else item
         user.replace_all_uses_with(result)
         graph.erase_node(user)
     graph.erase_node(node)
