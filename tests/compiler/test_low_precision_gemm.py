@@ -127,12 +127,17 @@ def test_fp32_mode_decode_gemms_are_fp32_reductions(dtype):
 
 
 def test_fp32_mode_grouped_mm():
-    a, w = _rand(torch.bfloat16, 8, 16), _rand(torch.bfloat16, 3, 16, 8, seed=1)
-    offs = torch.tensor([2, 5, 8], dtype=torch.int32)
+    """A compiled _grouped_mm runs the neuron kernel (not the CPU's, as a host program would)."""
+    a, w = _rand(torch.bfloat16, 64, 256), _rand(torch.bfloat16, 3, 256, 128, seed=1)
+    offs = torch.tensor([20, 40, 64], dtype=torch.int32)
     f = torch.compile(lambda a, w, o: torch._grouped_mm(a, w, offs=o), backend="neuron", dynamic=False)
     with gemm_mode("fp32"):
         got = f(a.to("neuron"), w.to("neuron"), offs.to("neuron")).cpu()
     assert torch.equal(got, torch._grouped_mm(a.float(), w.float(), offs=offs).bfloat16())
+    torch._dynamo.reset()
+    with gemm_mode("native"):
+        got = f(a.to("neuron"), w.to("neuron"), offs.to("neuron")).cpu()
+    assert torch.equal(got, torch._grouped_mm(a, w, offs=offs))
 
 
 def test_mode_is_part_of_the_compiled_program():
