@@ -22,11 +22,48 @@
 #include <unordered_set>
 
 namespace torch_neuronx {
+bool low_precision_gemm_fp32_for(at::ScalarType dtype);  // kernels_matmul.cpp
 namespace {
 
 std::atomic<int64_t> g_host_kernel_calls{0};
 
 using host_call::HostCall;
+
+// Convolutions run as bf16/fp16 GEMMs (im2col) on the CPU; where the host GEMM policy says fp32
+// for their dtype (kernels_matmul.cpp), their operands are converted to fp32 once and their
+// results rounded once, as the matmul kernels do.
+bool is_fp32_accumulated_op(const c10::OperatorHandle& op) {
+  static const auto conv = c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+  static const auto conv_backward =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution_backward", "");
+  return op == conv || op == conv_backward;
+}
+
+// The one low-precision dtype of the op's tensor arguments (the last `n` stack entries), or Undefined.
+at::ScalarType low_precision_arguments(const torch::jit::Stack& stack, size_t n) {
+  at::ScalarType dtype = at::ScalarType::Undefined;
+  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
+    if (!stack[i].isTensor() || !stack[i].toTensor().defined()) continue;
+    const auto st = stack[i].toTensor().scalar_type();
+    if (dtype != at::ScalarType::Undefined && st != dtype) return at::ScalarType::Undefined;
+    dtype = st;
+  }
+  return (dtype == at::kBFloat16 || dtype == at::kHalf) && low_precision_gemm_fp32_for(dtype)
+             ? dtype
+             : at::ScalarType::Undefined;
+}
+
+void widen_arguments(torch::jit::Stack& stack, size_t n) {
+  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
+    if (stack[i].isTensor() && stack[i].toTensor().defined()) stack[i] = stack[i].toTensor().to(at::kFloat);
+  }
+}
+
+void narrow_returns(torch::jit::Stack& stack, size_t n, at::ScalarType dtype) {
+  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
+    if (stack[i].isTensor() && stack[i].toTensor().defined()) stack[i] = stack[i].toTensor().to(dtype);
+  }
+}
 
 void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   count_host_kernel_call();
@@ -37,9 +74,16 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::
   {
     // Counts the op, times the core, and backs the kernel's allocations with device memory.
     OpScope scope(op_slot(op), call.device());
+    at::ScalarType narrow_to = at::ScalarType::Undefined;
+    if (C10_UNLIKELY(is_fp32_accumulated_op(op))) {
+      const size_t num_args = op.schema().arguments().size();
+      narrow_to = low_precision_arguments(*stack, num_args);
+      if (narrow_to != at::ScalarType::Undefined) widen_arguments(*stack, num_args);
+    }
     auto locks = call.lock_generators();
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
     call.advance_generators(stack, num_returns);
+    if (narrow_to != at::ScalarType::Undefined) narrow_returns(*stack, num_returns, narrow_to);
   }
   call.sync_written_arguments();
   call.convert_returns(stack, num_returns);

@@ -18,7 +18,9 @@
 #include <ATen/ops/mm_cpu_dispatch.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <initializer_list>
+#include <utility>
 
 namespace torch_neuronx {
 namespace {
@@ -74,10 +76,57 @@ struct HostOut {
       : host(aliases.of(out)), alias_storage(host.storage().unsafeGetStorageImpl()) {}
 };
 
+
+// ---- bf16/fp16 GEMMs with fp32 accumulation -------------------------------
+// Where the host CPU has no native bf16 (fp16) dot product, its bf16 (fp16)
+// GEMM is a scalar loop, tens of times slower than its fp32 GEMM. The policy
+// (torch_neuronx/runtime/host_gemm.py) then sets these flags: each operand is
+// converted to fp32 once (O(n^2)), one fp32 GEMM runs (O(n^3)), and the result
+// is rounded to the operands' dtype once, as a NeuronCore's TensorEngine does
+// (bf16 inputs, fp32 accumulation in PSUM, one rounding). CPU flash attention's
+// block GEMMs are the same bf16/fp16 GEMMs, so it follows the same flags.
+std::atomic<bool> g_fp32_bf16{false};
+std::atomic<bool> g_fp32_fp16{false};
+
+// True when every defined operand has one low-precision dtype whose policy is fp32.
+// Mixed dtypes keep the CPU kernel (and its error message).
+bool takes_fp32_path(std::initializer_list<const at::Tensor*> tensors) {
+  at::ScalarType dtype = at::ScalarType::Undefined;
+  for (const at::Tensor* t : tensors) {
+    if (!t->defined()) continue;
+    if (dtype == at::ScalarType::Undefined) {
+      dtype = t->scalar_type();
+    } else if (t->scalar_type() != dtype) {
+      return false;
+    }
+  }
+  if (dtype == at::kBFloat16) return g_fp32_bf16.load(std::memory_order_relaxed);
+  if (dtype == at::kHalf) return g_fp32_fp16.load(std::memory_order_relaxed);
+  return false;
+}
+
+at::Tensor up(const at::Tensor& t) { return t.defined() ? t.to(at::kFloat) : t; }
+
+// An attention mask in the operands' dtype goes to fp32 with them; a boolean mask stays.
+std::optional<at::Tensor> up_like(const std::optional<at::Tensor>& mask, const at::Tensor& like) {
+  if (mask.has_value() && mask->defined() && mask->scalar_type() == like.scalar_type()) return up(*mask);
+  return mask;
+}
+
+// An out= result computed in fp32 is rounded into `out` when `out` already has
+// the result's size and dtype (compiled graphs always pass such buffers);
+// otherwise the CPU kernel runs, with its resize and dtype rules.
+bool out_fits(const at::Tensor& out, at::IntArrayRef sizes, const at::Tensor& like) {
+  return out.scalar_type() == like.scalar_type() && out.sizes() == sizes;
+}
+
 at::Tensor neuron_mm(const at::Tensor& self, const at::Tensor& mat2) {
   const auto dev = common_device("aten::mm", {&self, &mat2});
   NEURON_TRACK_OP("aten::mm", dev);
   HostAliases a;
+  if (takes_fp32_path({&self, &mat2})) {
+    return adopt_host_result(at::cpu::mm(up(a.of(self)), up(a.of(mat2))).to(self.scalar_type()), dev);
+  }
   return adopt_host_result(at::cpu::mm(a.of(self), a.of(mat2)), dev);
 }
 
@@ -86,7 +135,12 @@ at::Tensor& neuron_mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Te
   NEURON_TRACK_OP("aten::mm.out", dev);
   HostAliases a;
   HostOut host(a, out);
-  at::cpu::mm_out(host.host, a.of(self), a.of(mat2));
+  if (takes_fp32_path({&self, &mat2}) && self.dim() == 2 && mat2.dim() == 2 &&
+      out_fits(out, {self.size(0), mat2.size(1)}, self)) {
+    host.host.copy_(at::cpu::mm(up(a.of(self)), up(a.of(mat2))));
+  } else {
+    at::cpu::mm_out(host.host, a.of(self), a.of(mat2));
+  }
   sync_written_output(out, host.host, host.alias_storage, dev);
   return out;
 }
@@ -95,6 +149,9 @@ at::Tensor neuron_bmm(const at::Tensor& self, const at::Tensor& mat2) {
   const auto dev = common_device("aten::bmm", {&self, &mat2});
   NEURON_TRACK_OP("aten::bmm", dev);
   HostAliases a;
+  if (takes_fp32_path({&self, &mat2})) {
+    return adopt_host_result(at::cpu::bmm(up(a.of(self)), up(a.of(mat2))).to(self.scalar_type()), dev);
+  }
   return adopt_host_result(at::cpu::bmm(a.of(self), a.of(mat2)), dev);
 }
 
@@ -103,7 +160,12 @@ at::Tensor& neuron_bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::T
   NEURON_TRACK_OP("aten::bmm.out", dev);
   HostAliases a;
   HostOut host(a, out);
-  at::cpu::bmm_out(host.host, a.of(self), a.of(mat2));
+  if (takes_fp32_path({&self, &mat2}) && self.dim() == 3 && mat2.dim() == 3 &&
+      out_fits(out, {self.size(0), self.size(1), mat2.size(2)}, self)) {
+    host.host.copy_(at::cpu::bmm(up(a.of(self)), up(a.of(mat2))));
+  } else {
+    at::cpu::bmm_out(host.host, a.of(self), a.of(mat2));
+  }
   sync_written_output(out, host.host, host.alias_storage, dev);
   return out;
 }
@@ -113,6 +175,10 @@ at::Tensor neuron_addmm(const at::Tensor& self, const at::Tensor& mat1, const at
   const auto dev = common_device("aten::addmm", {&self, &mat1, &mat2});
   NEURON_TRACK_OP("aten::addmm", dev);
   HostAliases a;
+  if (takes_fp32_path({&self, &mat1, &mat2})) {
+    return adopt_host_result(
+        at::cpu::addmm(up(a.of(self)), up(a.of(mat1)), up(a.of(mat2)), beta, alpha).to(mat1.scalar_type()), dev);
+  }
   return adopt_host_result(at::cpu::addmm(a.of(self), a.of(mat1), a.of(mat2), beta, alpha), dev);
 }
 
@@ -122,7 +188,12 @@ at::Tensor& neuron_addmm_out(const at::Tensor& self, const at::Tensor& mat1, con
   NEURON_TRACK_OP("aten::addmm.out", dev);
   HostAliases a;
   HostOut host(a, out);
-  at::cpu::addmm_out(host.host, a.of(self), a.of(mat1), a.of(mat2), beta, alpha);
+  if (takes_fp32_path({&self, &mat1, &mat2}) && mat1.dim() == 2 && mat2.dim() == 2 &&
+      out_fits(out, {mat1.size(0), mat2.size(1)}, mat1)) {
+    host.host.copy_(at::cpu::addmm(up(a.of(self)), up(a.of(mat1)), up(a.of(mat2)), beta, alpha));
+  } else {
+    at::cpu::addmm_out(host.host, a.of(self), a.of(mat1), a.of(mat2), beta, alpha);
+  }
   sync_written_output(out, host.host, host.alias_storage, dev);
   return out;
 }
@@ -132,6 +203,10 @@ at::Tensor neuron_baddbmm(const at::Tensor& self, const at::Tensor& b1, const at
   const auto dev = common_device("aten::baddbmm", {&self, &b1, &b2});
   NEURON_TRACK_OP("aten::baddbmm", dev);
   HostAliases a;
+  if (takes_fp32_path({&self, &b1, &b2})) {
+    return adopt_host_result(
+        at::cpu::baddbmm(up(a.of(self)), up(a.of(b1)), up(a.of(b2)), beta, alpha).to(b1.scalar_type()), dev);
+  }
   return adopt_host_result(at::cpu::baddbmm(a.of(self), a.of(b1), a.of(b2), beta, alpha), dev);
 }
 
@@ -141,9 +216,47 @@ at::Tensor& neuron_baddbmm_out(const at::Tensor& self, const at::Tensor& b1, con
   NEURON_TRACK_OP("aten::baddbmm.out", dev);
   HostAliases a;
   HostOut host(a, out);
-  at::cpu::baddbmm_out(host.host, a.of(self), a.of(b1), a.of(b2), beta, alpha);
+  if (takes_fp32_path({&self, &b1, &b2}) && b1.dim() == 3 && b2.dim() == 3 &&
+      out_fits(out, {b1.size(0), b1.size(1), b2.size(2)}, b1)) {
+    host.host.copy_(at::cpu::baddbmm(up(a.of(self)), up(a.of(b1)), up(a.of(b2)), beta, alpha));
+  } else {
+    at::cpu::baddbmm_out(host.host, a.of(self), a.of(b1), a.of(b2), beta, alpha);
+  }
   sync_written_output(out, host.host, host.alias_storage, dev);
   return out;
+}
+
+// In-place forms (x.addmm_(a, b), x.baddbmm_(a, b)): the out= kernels with self as out.
+at::Tensor& neuron_addmm_(at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
+                          const at::Scalar& beta, const at::Scalar& alpha) {
+  const auto dev = common_device("aten::addmm_", {&self, &mat1, &mat2});
+  NEURON_TRACK_OP("aten::addmm_", dev);
+  HostAliases a;
+  HostOut host(a, self);
+  if (takes_fp32_path({&self, &mat1, &mat2}) && mat1.dim() == 2 && mat2.dim() == 2 &&
+      out_fits(self, {mat1.size(0), mat2.size(1)}, mat1)) {
+    host.host.copy_(at::cpu::addmm(up(host.host), up(a.of(mat1)), up(a.of(mat2)), beta, alpha));
+  } else {
+    at::cpu::addmm_(host.host, a.of(mat1), a.of(mat2), beta, alpha);
+  }
+  sync_written_output(self, host.host, host.alias_storage, dev);
+  return self;
+}
+
+at::Tensor& neuron_baddbmm_(at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
+                            const at::Scalar& beta, const at::Scalar& alpha) {
+  const auto dev = common_device("aten::baddbmm_", {&self, &b1, &b2});
+  NEURON_TRACK_OP("aten::baddbmm_", dev);
+  HostAliases a;
+  HostOut host(a, self);
+  if (takes_fp32_path({&self, &b1, &b2}) && b1.dim() == 3 && b2.dim() == 3 &&
+      out_fits(self, {b1.size(0), b1.size(1), b2.size(2)}, b1)) {
+    host.host.copy_(at::cpu::baddbmm(up(host.host), up(a.of(b1)), up(a.of(b2)), beta, alpha));
+  } else {
+    at::cpu::baddbmm_(host.host, a.of(b1), a.of(b2), beta, alpha);
+  }
+  sync_written_output(self, host.host, host.alias_storage, dev);
+  return self;
 }
 
 std::tuple<at::Tensor, at::Tensor> neuron_flash_attention(
@@ -153,6 +266,11 @@ std::tuple<at::Tensor, at::Tensor> neuron_flash_attention(
   const auto dev = common_device("aten::_scaled_dot_product_flash_attention_for_cpu", {&q, &k, &v, mask});
   NEURON_TRACK_OP("aten::_scaled_dot_product_flash_attention_for_cpu", dev);
   HostAliases a;
+  if (takes_fp32_path({&q, &k, &v})) {   // its block GEMMs are the CPU's bf16/fp16 GEMMs
+    auto [out, lse] = at::cpu::_scaled_dot_product_flash_attention_for_cpu(
+        up(a.of(q)), up(a.of(k)), up(a.of(v)), dropout_p, is_causal, up_like(a.of(attn_mask), q), scale);
+    return {adopt_host_result(out.to(q.scalar_type()), dev), adopt_host_result(lse, dev)};
+  }
   auto [out, lse] = at::cpu::_scaled_dot_product_flash_attention_for_cpu(
       a.of(q), a.of(k), a.of(v), dropout_p, is_causal, a.of(attn_mask), scale);
   return {adopt_host_result(out, dev), adopt_host_result(lse, dev)};
@@ -167,6 +285,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> neuron_flash_attention_backward(
                                  {&grad_out, &q, &k, &v, &out, &lse, mask});
   NEURON_TRACK_OP("aten::_scaled_dot_product_flash_attention_for_cpu_backward", dev);
   HostAliases a;
+  if (takes_fp32_path({&grad_out, &q, &k, &v, &out})) {
+    const auto dtype = q.scalar_type();
+    auto [gq, gk, gv] = at::cpu::_scaled_dot_product_flash_attention_for_cpu_backward(
+        up(a.of(grad_out)), up(a.of(q)), up(a.of(k)), up(a.of(v)), up(a.of(out)), a.of(lse), dropout_p,
+        is_causal, up_like(a.of(attn_mask), q), scale);
+    return {adopt_host_result(gq.to(dtype), dev), adopt_host_result(gk.to(dtype), dev),
+            adopt_host_result(gv.to(dtype), dev)};
+  }
   auto [gq, gk, gv] = at::cpu::_scaled_dot_product_flash_attention_for_cpu_backward(
       a.of(grad_out), a.of(q), a.of(k), a.of(v), a.of(out), a.of(lse), dropout_p, is_causal,
       a.of(attn_mask), scale);
@@ -174,6 +300,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> neuron_flash_attention_backward(
 }
 
 }  // namespace
+
+void set_low_precision_gemm_fp32(bool bf16, bool fp16) {
+  g_fp32_bf16.store(bf16, std::memory_order_relaxed);
+  g_fp32_fp16.store(fp16, std::memory_order_relaxed);
+}
+
+bool low_precision_gemm_fp32_for(at::ScalarType dtype) {
+  if (dtype == at::kBFloat16) return g_fp32_bf16.load(std::memory_order_relaxed);
+  if (dtype == at::kHalf) return g_fp32_fp16.load(std::memory_order_relaxed);
+  return false;
+}
+
+std::pair<bool, bool> low_precision_gemm_fp32() {
+  return {g_fp32_bf16.load(std::memory_order_relaxed), g_fp32_fp16.load(std::memory_order_relaxed)};
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mm", TORCH_FN(neuron_mm));
@@ -184,6 +325,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addmm.out", TORCH_FN(neuron_addmm_out));
   m.impl("baddbmm", TORCH_FN(neuron_baddbmm));
   m.impl("baddbmm.out", TORCH_FN(neuron_baddbmm_out));
+  m.impl("addmm_", TORCH_FN(neuron_addmm_));
+  m.impl("baddbmm_", TORCH_FN(neuron_baddbmm_));
   m.impl("_scaled_dot_product_flash_attention_for_cpu", TORCH_FN(neuron_flash_attention));
   m.impl("_scaled_dot_product_flash_attention_for_cpu_backward",
          TORCH_FN(neuron_flash_attention_backward));

@@ -14,6 +14,8 @@ extern PyMethodDef host_program_def;  // host_program.cpp
 at::Tensor empty_strided_host(c10::IntArrayRef size, c10::IntArrayRef stride, at::ScalarType dtype,
                               c10::DeviceIndex core);
 void bind_numerics_filter(py::module& m);  // numerics_filter.cpp
+void set_low_precision_gemm_fp32(bool bf16, bool fp16);  // kernels_matmul.cpp
+std::pair<bool, bool> low_precision_gemm_fp32();         // kernels_matmul.cpp
 namespace {
 
 void configure(std::vector<int64_t> capacities, int64_t default_device, std::string error) {
@@ -104,6 +106,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_register_routed_ops", &tn::register_routed_ops);
   m.def("_routed_ops", &tn::routed_op_names);
   m.def("_host_kernel_calls", &tn::host_kernel_calls);
+  m.def("_set_low_precision_gemm_fp32", &tn::set_low_precision_gemm_fp32, py::arg("bf16"), py::arg("fp16"),
+        "bf16 / fp16 matmuls accumulate in fp32 (runtime/host_gemm.py sets it).");
+  m.def("_low_precision_gemm_fp32", &tn::low_precision_gemm_fp32);
   m.def("_cpu_alias", [](const at::Tensor& t) { return tn::cpu_alias(t); },
         "A CPU tensor over the same bytes as a neuron tensor (no copy).");
   m.add_object("_empty_strided_neuron",

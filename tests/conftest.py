@@ -7,12 +7,18 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-import torch
+# The suite compares neuron results with the CPU's bit for bit, so bf16/fp16 matmuls run the CPU's
+# own kernel on every host (on a host without native bf16 GEMMs `auto` would accumulate in fp32).
+# Set before torch loads the device; tests of the other modes set theirs
+# (tests/device/test_low_precision_gemm.py, tests/compiler/test_low_precision_gemm.py).
+os.environ.setdefault("TORCH_NEURONX_HOST_LOW_PRECISION_GEMM", "native")
 
-from tests.dependencies import missing_test_dependencies
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from tests.dependencies import missing_test_dependencies  # noqa: E402
 # Which worker runs what: whole files, longest first (tests/scheduling.py).
-from tests.scheduling import pytest_collection_modifyitems, pytest_xdist_make_scheduler  # noqa: F401
+from tests.scheduling import pytest_collection_modifyitems, pytest_xdist_make_scheduler  # noqa: F401,E402
 
 
 def pytest_configure(config):

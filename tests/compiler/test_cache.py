@@ -75,7 +75,7 @@ def test_keys_include_torch_and_backend_versions(monkeypatch):
     monkeypatch.setattr(cache, "backend_version", lambda: "other-backend")
     assert cache.graph_key(gm, inputs) != base
     # Inductor's FX-graph and AOTAutograd keys hash the device pass uuid: our backend version.
-    assert custom_backend_passes["neuron"].uuid() == version.backend_version()
+    assert custom_backend_passes["neuron"].uuid().startswith(version.backend_version())   # + the host GEMM policy
     assert any(p.endswith(".so") for p in version.backend_files())
 
 

@@ -36,11 +36,18 @@ def _runs_on_host(name: str, overload: str) -> bool:
 
     if _RANDOM.search(name) or "overrideable" in name:   # the latter: a backend hook whose CPU kernel raises
         return False
+
     qualified = f"aten::{name}" + ("" if overload == "default" else f".{overload}")
     try:
         return torch._C._dispatch_has_computed_kernel_for_dispatch_key(qualified, "CPU")
     except RuntimeError:   # not an operator name after all
         return False
+
+
+def _low_precision_gemm_converts() -> bool:
+    from ..runtime import host_gemm
+
+    return bool(host_gemm.fp32_dtypes())
 
 
 def enabled() -> bool:
@@ -88,6 +95,8 @@ def plan(graph, body: str) -> tuple[int, tuple[bool, ...]] | None:
         return None
     if not all(_runs_on_host(name, overload) for name, overload in set(_ATEN_CALL.findall(call))):
         return None
+    if "_grouped_mm(" in call and _low_precision_gemm_converts():
+        return None   # its neuron kernel follows the host GEMM policy (runtime/host_gemm.py); the CPU's would not
     return cores.pop(), tuple(outputs)
 
 

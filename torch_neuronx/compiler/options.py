@@ -116,7 +116,10 @@ class CompileOptions:
 
     def key_fields(self) -> tuple:
         """The options that change the program a compile produces."""
-        return ()  # none of today's options change generated code; model_name only names artifacts
+        # model_name only names artifacts; the host GEMM policy changes bf16/fp16 GEMMs (low_precision_gemm.py)
+        from ..runtime import host_gemm
+
+        return (("low_precision_gemm_fp32", tuple(str(d) for d in host_gemm.fp32_dtypes())),)
 
 
 def resolve(mode: str | None = None, options: dict | None = None) -> CompileOptions:

@@ -251,14 +251,19 @@ def _make_version_pass():
 
     from .version import backend_version
 
+    from ..runtime import host_gemm
+    from . import low_precision_gemm
+
     class NeuronVersionPass(CustomGraphPass):
-        """No-op post-grad pass; its uuid puts our backend version into Inductor's cache keys."""
+        """Post-grad pass of neuron graphs: bf16/fp16 GEMMs accumulate in fp32 where the host GEMM
+        policy says so (low_precision_gemm.py). Its uuid puts our backend version and that policy
+        into Inductor's cache keys."""
 
         def __call__(self, graph) -> None:
-            return None
+            low_precision_gemm.run(graph)
 
         def uuid(self):
-            return backend_version()
+            return f"{backend_version()}-gemm-fp32:{','.join(str(d) for d in host_gemm.fp32_dtypes())}"
 
     return NeuronVersionPass()
 

@@ -67,12 +67,26 @@ def _check_devices(**tensors) -> None:
                            f"{', '.join(f'{n} on {d}' for n, d in devices.items())}; move them with .to(self.device)")
 
 
+def _fp32_accumulation(self, mat2, bias, out_dtype) -> bool:
+    """The host GEMM policy (runtime/host_gemm.py) says fp32 for these operands' one dtype."""
+    dtype = self.dtype
+    if mat2.dtype != dtype or (bias is not None and bias.dtype != dtype) or out_dtype not in (None, dtype):
+        return False   # the CPU kernel answers (or raises) as it would on CPU
+    bf16, fp16 = _C._low_precision_gemm_fp32()
+    return (dtype == torch.bfloat16 and bf16) or (dtype == torch.float16 and fp16)
+
+
 def grouped_mm(self, mat2, offs=None, bias=None, out_dtype=None):
     _check_devices(self=self, mat2=mat2, offs=offs, bias=bias)
     check_offsets(self, mat2, offs)
     a, b = _dense(self), _dense(mat2)
     host = [None if t is None else _alias(t) for t in (a, b, offs, bias)]
-    result = torch._grouped_mm(*host[:2], offs=host[2], bias=host[3], out_dtype=out_dtype)
+    if _fp32_accumulation(self, mat2, bias, out_dtype):
+        # as the matmul kernels (csrc/kernels_matmul.cpp): operands converted once, fp32 GEMMs, one rounding
+        up = [None if t is None else t.float() for t in (host[0], host[1], host[3])]
+        result = torch._grouped_mm(up[0], up[1], offs=host[2], bias=up[2]).to(self.dtype)
+    else:
+        result = torch._grouped_mm(*host[:2], offs=host[2], bias=host[3], out_dtype=out_dtype)
     # Allocated outside the dispatcher (as compiled graphs' buffers are): a neuron op inside would
     # make the profiler take this kernel for a composite and give it no estimated device event.
     out = _C._empty_strided_neuron(list(result.shape), list(result.stride()), result.dtype,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from . import env, log, variables
+from . import env, host_gemm, log, variables
 from .catalogue import INSTANCE_TYPES, Chip, InstanceType
 from .topology import LogicalCore, Topology, default_device, discover
 
@@ -27,6 +27,7 @@ def start(core) -> None:
         env.parse_flag(env.LAUNCH_BLOCKING)  # validated; execution is synchronous already
         cache_limit = env.parse_cache_limit(env.ALLOCATOR_CACHE_LIMIT)
         no_caching = env.parse_flag(env.NO_MEMORY_CACHING)
+        host_gemm.configure(core)   # bf16/fp16 matmuls: CPU kernel or fp32 accumulation
         capacities = [c.hbm_bytes for c in _topology.cores]
         core._configure(capacities, default_device(_topology), "")
         if cache_limit is not None:
@@ -60,5 +61,5 @@ def error() -> str | None:
     return _error
 
 
-__all__ = ["Chip", "InstanceType", "INSTANCE_TYPES", "LogicalCore", "Topology", "env", "error",
+__all__ = ["Chip", "InstanceType", "INSTANCE_TYPES", "LogicalCore", "Topology", "env", "error", "host_gemm",
            "start", "topology"]

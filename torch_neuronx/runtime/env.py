@@ -25,6 +25,8 @@ NO_MEMORY_CACHING = "TORCH_NEURONX_NO_MEMORY_CACHING"
 RUNTIME_DIR = "TORCH_NEURONX_RUNTIME_DIR"
 # 1: an op TorchNeuron does not support (docs/op-support.md, status N) raises; fallback: CPU_FALLBACK too.
 STRICT_OPS = "TORCH_NEURONX_STRICT_OPS"
+# bf16/fp16 matmuls on the host: auto | native | fp32 (runtime/host_gemm.py).
+HOST_LOW_PRECISION_GEMM = "TORCH_NEURONX_HOST_LOW_PRECISION_GEMM"
 
 
 class NeuronEnvironmentError(RuntimeError):
