@@ -23,6 +23,11 @@ PER_TEST = ("tests/device/test_op_sweep.py", "tests/device/test_module_sweep.py"
 
 SECONDS: dict[str, float] = {
     "tests/training/test_sft.py": 721,
+    "tests/plan/test_quickstart_example.py": 300,
+    "tests/plan/test_generate_deployed.py": 250,
+    "tests/plan/test_layout_scaling.py": 230,
+    "tests/plan/test_html_report.py": 210,
+    "tests/plan/test_progress.py": 200,
     "tests/diffusers/test_qwen_image_tp.py": 220,
     "tests/integrations/test_tp.py": 191,
     "tests/diffusers/test_pipelines_compat.py": 190,

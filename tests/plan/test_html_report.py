@@ -85,8 +85,8 @@ def _self_contained(html: str) -> None:
 
 def _plan(command, tiny_config_dir, tmp_path, *extra):
     out, page = tmp_path / f"{command}.json", tmp_path / f"{command}.html"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_NEURONX_DRY_RUN", "TORCH_NEURONX_INSTANCE",
-                                                                      "NEURON_LOGICAL", "TORCH_NEURONX_PLAN"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_NEURONX_DRY_RUN", "TORCH_NEURONX_INSTANCE_TYPE",
+                                                                      "NEURON_LOGICAL", "TORCH_NEURONX_PLAN_"))}
     p = subprocess.run([sys.executable, "-m", "torch_neuronx.plan", command, "--config", tiny_config_dir,
                         "--instance", "trn2.3xlarge", "--lnc", "2", "--quiet", "--json", str(out), "--html", str(page),
                         *extra], capture_output=True, text=True, timeout=300, env=env)
@@ -161,7 +161,7 @@ def test_plan_run_page_and_the_html_command(tmp_path):
                       "    m(torch.randn(8, 64, device='neuron')).sum().backward(); opt.step()\n"
                       "print(m.weight.sum().item())\n")
     out, page = tmp_path / "run.json", tmp_path / "run.html"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_NEURONX_DRY_RUN", "TORCH_NEURONX_PLAN"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_NEURONX_DRY_RUN", "TORCH_NEURONX_PLAN_"))}
     p = subprocess.run([sys.executable, "-m", "torch_neuronx.plan", "run", "--instance", "trn2.3xlarge", "--json",
                         str(out), "--html", str(page), "--", str(script)], capture_output=True, text=True,
                        timeout=300, env=env)

@@ -126,8 +126,8 @@ def test_verbose_notes_still_stream(capsys):
 def _plan(tiny_config_dir, tmp_path, *extra, command="train", timeout=300):
     out = tmp_path / f"{command}.json"
     args = ["--seq-len", "16"] if command == "train" else ["--input-tokens", "8", "--output-tokens", "4"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_NEURONX_PLAN", "TORCH_NEURONX_DRY_RUN",
-                                                                      "TORCH_NEURONX_INSTANCE", "NEURON_LOGICAL"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_NEURONX_PLAN_", "TORCH_NEURONX_DRY_RUN",
+                                                                      "TORCH_NEURONX_INSTANCE_TYPE", "NEURON_LOGICAL"))}
     p = subprocess.run([sys.executable, "-m", "torch_neuronx.plan", command, "--config", tiny_config_dir,
                         "--instance", "trn2.3xlarge", "--lnc", "2", *args, "--json", str(out), *extra],
                        capture_output=True, text=True, timeout=timeout, env=env)

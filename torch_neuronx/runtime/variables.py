@@ -76,6 +76,7 @@ TORCH_NEURONX_NUMERICS_FP8_OVERFLOW  fp8 overflow treatment under TORCH_NEURONX_
 TORCH_NEURONX_NUMERICS_REPORT  file the numerics report is written to at exit
 TORCH_NEURONX_HOST_LOW_PRECISION_GEMM  host GEMM kernels of bf16/fp16 matmuls
 TORCH_NEURONX_STRICT_OPS  1: an op TorchNeuron rejects raises instead of running
+TORCH_NEURONX_ESTIMATE_STRICT  1: torch_neuronx.estimate raises on an op it has no cost model for
 TORCH_NEURONX_COLLECTIVE_CHECKS  cross-rank checks of collective calls
 TORCH_NEURONX_ESTIMATE_ASSUMPTIONS  file of cost-model assumptions for torch_neuronx.estimate
 TORCH_NEURONX_DRY_RUN  1: dry run at full size (phantom memory, shape-only ops); see docs/plan.md
@@ -140,6 +141,9 @@ NEURON_RT_LOG_LOCATION_NMGR  same
 NEURON_RT_LOG_LOCATION_KMGR  same
 """) + _table(INTERNAL, """
 TORCH_NEURONX_PLAN_CHILD  set by `python -m torch_neuronx.plan` in the process it re-executes
+TORCH_NEURONX_PLAN_QUIET  set by `plan run --quiet` for the script's process
+TORCH_NEURONX_PLAN_VERBOSE  set by `plan run -v` for the script's process
+TORCH_NEURONX_PLAN_STARTED  the plan's start time and progress lines, handed to a re-executed plan
 TORCH_NEURONX_COMPAT_TEST_CRASH  test hook of the compatibility sweep
 TORCH_NEURONX_TITAN_SITE  CI: folder of TorchTitan's extra packages
 """))
