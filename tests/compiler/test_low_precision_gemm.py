@@ -8,7 +8,6 @@ Each test sets its mode, so the file passes on hosts with and without native bf1
 """
 from __future__ import annotations
 
-import contextlib
 import re
 
 import pytest
@@ -22,13 +21,7 @@ DTYPES = [torch.bfloat16, torch.float16]
 EXTERN = re.compile(r"extern_kernels\.(mm|addmm|bmm|baddbmm)\(")
 
 
-@contextlib.contextmanager
-def gemm_mode(mode: str):
-    previous = host_gemm.set_mode(mode)
-    try:
-        yield
-    finally:
-        host_gemm.restore(previous)
+gemm_mode = host_gemm.using
 
 
 def _rand(dtype, *shape, seed=0):

@@ -7,7 +7,6 @@ on hosts with and without native bf16 GEMMs.
 """
 from __future__ import annotations
 
-import contextlib
 import platform
 
 import pytest
@@ -21,13 +20,7 @@ DTYPES = [torch.bfloat16, torch.float16]
 VARIABLE = host_gemm.VARIABLE
 
 
-@contextlib.contextmanager
-def gemm_mode(mode: str):
-    previous = host_gemm.set_mode(mode)
-    try:
-        yield
-    finally:
-        host_gemm.restore(previous)
+gemm_mode = host_gemm.using
 
 
 def _operands(dtype, *shapes, seed=0):

@@ -17,6 +17,7 @@ csrc/kernels_matmul.cpp and compiled graphs' GEMMs read it).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 from . import env
@@ -109,6 +110,16 @@ def restore(previous: Policy) -> Policy:
     replaced, _policy = _policy, previous
     _C._set_low_precision_gemm_fp32(previous.fp32_bf16, previous.fp32_fp16)
     return replaced
+
+
+@contextlib.contextmanager
+def using(mode: str):
+    """`with host_gemm.using("fp32"):` the policy `mode` inside the block, the previous one after."""
+    previous = set_mode(mode)
+    try:
+        yield
+    finally:
+        restore(previous)
 
 
 def policy() -> Policy | None:
