@@ -194,3 +194,12 @@ def test_a_fused_step_moves_the_rows_it_writes_and_gathers():
     gather = nbytes(ids) + 64 * 4 + 64 * 4                # reads index and one row, writes one row
     matmul = nbytes(cache, w) + 4 * 1024 * 64 * 4         # whole cache and weight in, result out
     assert g.bytes == update + gather + matmul
+
+
+def test_tp_beyond_the_kv_heads_replicates_them_in_the_static_cache(tmp_path):
+    """TP 4 over 2 KV heads (as NxD Inference runs TP 64 over Llama-3's 8): each rank holds one KV
+    head, so its static cache holds one head of every layer, and the decode step reads it."""
+    config = _config(num_key_value_heads=2, num_attention_heads=16, hidden_size=2048)
+    r, _ = _plan(tmp_path, config, "--tp", "4", name="tp4")
+    assert r["fits"] and r["kv_head_copies"] == 2 and r["kv_heads_per_rank"] == 1
+    assert r["memory_breakdown_bytes_per_core"]["kv_cache"] == 2 * 2 * 1 * 128 * CACHE * 2   # K and V, layers, 1 head

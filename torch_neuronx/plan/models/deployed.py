@@ -104,9 +104,13 @@ def check_arguments(batch: int, concurrency: int | None, input_tokens: int, outp
 
 
 def _static_cache(config, layout: Layout, dtype, batch: int, max_len: int):
-    """transformers' StaticCache of `max_len` tokens for `batch` sequences, this TP rank's KV heads, allocated."""
+    """transformers' StaticCache of `max_len` tokens for `batch` sequences, this TP rank's KV heads, allocated
+    (with TP above the KV-head count, one replicated KV head per rank, as build_causal_lm shards them)."""
     from transformers import StaticCache
 
+    from .build import replicated_kv_config
+
+    config = replicated_kv_config(config, layout.tp)
     text = _text(config)
     kv_heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
     head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
