@@ -42,15 +42,22 @@ def runtime_dir() -> Path:
     return Path(f"/tmp/torch-neuronx-{os.getuid()}")
 
 
-def process_start_ticks(pid: int) -> int | None:
-    """Start time of `pid` in clock ticks since boot (/proc/<pid>/stat field 22), None if gone."""
+def proc_stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of /proc/<pid>/stat after the command name (field 3 on), None if the process is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
     except OSError:
         return None
     # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
-    rest = data[data.rfind(b")") + 2:].split()
+    return data[data.rfind(b")") + 2:].split()
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """Start time of `pid` in clock ticks since boot (/proc/<pid>/stat field 22), None if gone."""
+    rest = proc_stat_fields(pid)
+    if rest is None:
+        return None
     try:
         return int(rest[19])
     except (IndexError, ValueError):

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 
+from ...runtime.stats_page import proc_stat_fields
+
 CPU_FIELDS = ("user", "nice", "system", "idle", "io_wait", "irq", "soft_irq")
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -47,12 +49,9 @@ def memory_info() -> dict[str, int]:
 
 def process_cpu_seconds(pid: int) -> tuple[float, float] | None:
     """(user, system) CPU seconds of a process, None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
+    rest = proc_stat_fields(pid)
+    if rest is None:
         return None
-    rest = data[data.rfind(b")") + 2:].split()
     return int(rest[11]) / TICKS, int(rest[12]) / TICKS
 
 
