@@ -50,6 +50,11 @@ class _Registry:
                 self.buffer_modules.add(mod)
 
         def on_forward(mod, _args):   # a module built before the dry run began is found when it runs
+            # Not while Dynamo traces: it would inline the WeakSet and guard on its entries by
+            # position, and a module collected before the guards are built breaks them (IndexError).
+            # A compiled step's modules were built, and so registered, before it compiles.
+            if torch.compiler.is_compiling():
+                return
             if mod._parameters:
                 self.modules.add(mod)
             if mod._buffers:
