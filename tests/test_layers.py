@@ -153,15 +153,7 @@ KNOWN_VIOLATIONS: set[tuple[str, str]] = {
     ('torch_neuronx.compiler.backend', 'torch_neuronx.plan.compiled'),
     ('torch_neuronx.compiler.backend', 'torch_neuronx.plan.session'),
     ('torch_neuronx.compiler.cache', 'torch_neuronx.numerics'),
-    ('torch_neuronx.distributed._dynamo_skip', 'torch_neuronx.integrations._post_import'),
-    ('torch_neuronx.distributed._registration', 'torch_neuronx.plan.distributed'),
-    ('torch_neuronx.distributed._registration', 'torch_neuronx.plan.distributed.switch'),
-    ('torch_neuronx.distributed.process_group', 'torch_neuronx.estimate.collectives'),
-    ('torch_neuronx.distributed.process_group', 'torch_neuronx.numerics'),
-    ('torch_neuronx.distributed.process_group', 'torch_neuronx.numerics.collectives'),
     ('torch_neuronx.neuron', 'torch_neuronx.compiler'),
-    ('torch_neuronx.numerics.sweep', 'torch_neuronx.compat'),
-    ('torch_neuronx.numerics.sweep', 'torch_neuronx.compat.worker'),
 }
 KNOWN_FILE_CYCLES: list[list[str]] = [
     ['nki.isa',
@@ -189,13 +181,6 @@ KNOWN_FILE_CYCLES: list[list[str]] = [
      'nki.simulator.memory',
      'nki.simulator.report',
      'nki.simulator.runner'],
-    ['torch_neuronx.distributed._flight_recorder',
-     'torch_neuronx.distributed._identity',
-     'torch_neuronx.distributed._monitored_barrier',
-     'torch_neuronx.distributed._registration',
-     'torch_neuronx.distributed.process_group',
-     'torch_neuronx.plan.distributed',
-     'torch_neuronx.plan.distributed.fake_group'],
     ['torch_neuronx.plan.mode',
      'torch_neuronx.plan.syncs'],
     ['torch_neuronx.compiler',
@@ -210,10 +195,7 @@ KNOWN_FILE_CYCLES: list[list[str]] = [
      'torch_neuronx.plan.models.sweep'],
 ]
 KNOWN_PACKAGE_CYCLES: list[list[str]] = [
-    ['torch_neuronx.compat',
-     'torch_neuronx.compiler',
-     'torch_neuronx.distributed',
-     'torch_neuronx.numerics',
+    ['torch_neuronx.compiler',
      'torch_neuronx.plan'],
 ]
 

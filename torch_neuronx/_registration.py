@@ -69,13 +69,17 @@ def _register_device() -> None:
     _route_default_compile()  # torch.compile(f) with no backend= on neuron inputs: backend "neuron"
     from .distributed import register_backend as _register_c10d_backend
 
-    _register_c10d_backend()  # c10d backend "neuron"; the process group loads lazily
+    if _register_c10d_backend():  # c10d backend "neuron"; the process group loads lazily
+        _register_distributed_hooks()  # the dry run's group factory, the cost model's collective observer
     from .integrations import install as _install_hf_adapters
 
     _install_hf_adapters()  # post-import adapters for accelerate/transformers; imports nothing now
     from .numerics import install as _install_numerics
 
     _install_numerics()  # TORCH_NEURONX_NUMERICS: host installs nothing; check/trainium a dispatch mode
+    from .compat._numerics_sweep import install as _install_sweep_models
+
+    _install_sweep_models()  # the compatibility sweep's tiny models for `python -m torch_neuronx.numerics.sweep`
     if os.environ.get("TORCH_NEURONX_STRICT_OPS"):  # imports the strict op check only when asked for
         from .ops_support.strict import install as _install_strict_ops
 
@@ -84,6 +88,37 @@ def _register_device() -> None:
         from .plan import install as _install_dry_run
 
         _install_dry_run()  # TORCH_NEURONX_DRY_RUN=1: phantom memory, shape-only ops (docs/plan.md)
+
+
+def _register_distributed_hooks() -> None:
+    """The planner and the cost model into the distributed layer's hooks (distributed/hooks.py), in every
+    process (`plan run` children and torchrun ranks too), whatever it switches on later: a test or
+    `plan.enable()` may turn the dry run on after startup. Each imports its layer only when first needed.
+    Numerics and the integrations register their own hooks when they install."""
+    from .distributed import hooks
+
+    hooks.set_group_factory(_dry_run_group)
+    hooks.on_group_class(_cost_collectives)
+    if os.environ.get("TORCH_NEURONX_DRY_RUN"):  # imports the planner only when asked for
+        from .plan.distributed import install_if_dry_run
+
+        install_if_dry_run()  # init_process_group rendezvouses with no peer (plan/distributed/rendezvous.py)
+
+
+def _dry_run_group(store, rank: int, size: int, timeout):
+    """The dry run's fake group when TORCH_NEURONX_DRY_RUN is on (read at each new group), else None."""
+    if not os.environ.get("TORCH_NEURONX_DRY_RUN"):  # imports the planner only when asked for
+        return None
+    from .plan.distributed import group_factory
+
+    return group_factory(store, rank, size, timeout)
+
+
+def _cost_collectives(cls: type) -> None:
+    """Each collective of the group class `cls` on neuron tensors is costed inside torch_neuronx.estimate()."""
+    from .estimate.collectives import observe_process_group
+
+    observe_process_group(cls)
 
 
 def _install_unavailable_module() -> None:

@@ -9,7 +9,8 @@ Importing this package is cheap: the process-group module loads on first use.
 """
 from __future__ import annotations
 
-from ._registration import BACKEND_NAME, register_backend
+from ._names import BACKEND_NAME
+from ._registration import register_backend
 
 __all__ = ["BACKEND_NAME", "ProcessGroupNeuron", "register_backend"]
 

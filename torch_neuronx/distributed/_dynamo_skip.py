@@ -13,6 +13,7 @@ imported: a program that never compiles never imports it.
 from __future__ import annotations
 
 from .._torch_versions import require
+from . import hooks
 
 _PACKAGE = __package__  # torch_neuronx.distributed
 # The torch minors whose torch._dynamo.trace_rules.add this was checked against.
@@ -26,6 +27,4 @@ def _skip(trace_rules) -> None:
 def install() -> None:
     # Checked when the process group module loads (a neuron group is created), not inside the import hook.
     require("torch_neuronx.distributed._dynamo_skip.install (adds to torch._dynamo.trace_rules)", WRITTEN_FOR)
-    from ..integrations._post_import import when_imported
-
-    when_imported("torch._dynamo.trace_rules", _skip)
+    hooks.when_imported("torch._dynamo.trace_rules", _skip)   # the watcher the integrations register

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from torch.distributed import distributed_c10d as c10d
 
-from ._registration import BACKEND_NAME
+from ._names import BACKEND_NAME
 
 
 def install() -> None:

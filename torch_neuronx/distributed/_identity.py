@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from ._registration import BACKEND_NAME
+from ._names import BACKEND_NAME
 
 
 class NeuronGroupIdentity:

@@ -18,7 +18,7 @@ from torch.distributed import distributed_c10d as c10d
 
 from .._torch_versions import require
 from .._wrap import wrap_once
-from ._registration import BACKEND_NAME
+from ._names import BACKEND_NAME
 
 # The torch minors whose distributed_c10d.monitored_barrier this wrapper repeats the steps of.
 WRITTEN_FOR = ("2.13", "2.14", "2.15")

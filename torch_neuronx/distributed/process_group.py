@@ -29,13 +29,12 @@ from torch._C._distributed_c10d import (
     ScatterOptions,
 )
 
-from . import _dynamo_skip, _flat, _reduce_ops, _transport_release
+from . import _dynamo_skip, _flat, _reduce_ops, _transport_release, hooks
 from ._collective_check import CollectiveChecker, checked_calls_from_env, describe, describe_list
 from ._p2p_check import P2P_CHECKED_TAGS, P2PChannel
 from ._host import host, host_list, host_lists
 from ._identity import NeuronGroupIdentity
 from ._work import NeuronWork
-from ..numerics import collectives as _numerics  # integer sums through fp32 under TORCH_NEURONX_NUMERICS
 
 _dynamo_skip.install()  # compiled callers (DDP under torch.compile) run this transport eagerly
 
@@ -137,15 +136,15 @@ class ProcessGroupNeuron(NeuronGroupIdentity, dist.ProcessGroup):
     def allreduce(self, tensors, opts=None):
         opts = _options(opts, AllreduceOptions)
         self._verify(lambda: f"all_reduce({_op(opts)}) {describe_list(tensors)}")
-        hosts, _, numerics_step = _numerics.prepare("all_reduce", opts, host_list(tensors))
-        finish = _numerics.chain(_reduce_ops.adapt(opts, self.size(), hosts), numerics_step)
+        hosts, _, numerics_step = hooks.prepare_collective("all_reduce", opts, host_list(tensors))
+        finish = _chain(_reduce_ops.adapt(opts, self.size(), hosts), numerics_step)
         return self._work((self._gloo.allreduce(hosts, opts),), tensors, finish, opts)
 
     def allreduce_coalesced(self, tensors, opts=None):
         opts = _options(opts, AllreduceCoalescedOptions)
         self._verify(lambda: f"all_reduce_coalesced({_op(opts)}) {describe_list(tensors)}")
-        hosts, _, numerics_step = _numerics.prepare("all_reduce_coalesced", opts, host_list(tensors))
-        finish = _numerics.chain(_reduce_ops.adapt(opts, self.size(), hosts), numerics_step)
+        hosts, _, numerics_step = hooks.prepare_collective("all_reduce_coalesced", opts, host_list(tensors))
+        finish = _chain(_reduce_ops.adapt(opts, self.size(), hosts), numerics_step)
         if len({(t.dtype, t.layout) for t in hosts}) <= 1:
             works = (self._gloo.allreduce_coalesced(hosts, opts),)
         else:  # gloo coalesces one dtype at a time
@@ -165,9 +164,9 @@ class ProcessGroupNeuron(NeuronGroupIdentity, dist.ProcessGroup):
         opts = _options(opts, ReduceScatterOptions)
         self._verify(lambda: f"reduce_scatter({_op(opts)}) {describe_list(output_tensors)} <- "
                              f"{[describe_list(ts) for ts in input_lists]}")
-        outs, ins, numerics_step = _numerics.prepare("reduce_scatter", opts, host_list(output_tensors),
-                                                     host_lists(input_lists))
-        finish = _numerics.chain(_reduce_ops.adapt(opts, self.size(), outs), numerics_step)
+        outs, ins, numerics_step = hooks.prepare_collective("reduce_scatter", opts, host_list(output_tensors),
+                                                            host_lists(input_lists))
+        finish = _chain(_reduce_ops.adapt(opts, self.size(), outs), numerics_step)
         work = self._gloo.reduce_scatter(outs, ins, opts)
         return self._work((work,), output_tensors, finish, opts)
 
@@ -175,8 +174,8 @@ class ProcessGroupNeuron(NeuronGroupIdentity, dist.ProcessGroup):
         opts = _options(opts, ReduceScatterOptions)
         self._verify(lambda: f"reduce_scatter_tensor({_op(opts)}) {describe(output)} <- {describe(input)}")
         out, inp = _flat.scatter_pair(host(output), host(input), self.size())
-        (out,), inp, numerics_step = _numerics.prepare("reduce_scatter", opts, [out], inp)
-        finish = _numerics.chain(_reduce_ops.adapt(opts, self.size(), [out]), numerics_step)
+        (out,), inp, numerics_step = hooks.prepare_collective("reduce_scatter", opts, [out], inp)
+        finish = _chain(_reduce_ops.adapt(opts, self.size(), [out]), numerics_step)
         work = self._gloo._reduce_scatter_base(out, inp, opts)
         return self._work((work,), [output], finish, opts)
 
@@ -189,10 +188,10 @@ class ProcessGroupNeuron(NeuronGroupIdentity, dist.ProcessGroup):
         pairs, numerics_step = [], None
         for o, i in zip(host_list(outputs), host_list(inputs)):
             o, i = _flat.scatter_pair(o, i, self.size(), "reduce_scatter_tensor_coalesced")
-            (o,), i, step = _numerics.prepare("reduce_scatter_tensor_coalesced", opts, [o], i)
+            (o,), i, step = hooks.prepare_collective("reduce_scatter_tensor_coalesced", opts, [o], i)
             pairs.append((o, i))
-            numerics_step = _numerics.chain(numerics_step, step)
-        finish = _numerics.chain(_reduce_ops.adapt(opts, self.size(), [o for o, _ in pairs]), numerics_step)
+            numerics_step = _chain(numerics_step, step)
+        finish = _chain(_reduce_ops.adapt(opts, self.size(), [o for o, _ in pairs]), numerics_step)
         works = tuple(self._gloo._reduce_scatter_base(o, i, _copy_rs_opts(opts)) for o, i in pairs)
         return self._work(works, outputs, finish)
 
@@ -355,7 +354,16 @@ def _copy_ag_opts(opts) -> AllgatherOptions:
     return new
 
 
-# Estimated Trainium time of each collective inside torch_neuronx.estimate() (estimate/collectives.py).
-from ..estimate.collectives import observe_process_group  # noqa: E402
+def _chain(first, then):
+    """Run `first` (e.g. the AVG division) and then `then` (the numerics step); None when both are None."""
+    if first is None or then is None:
+        return first or then
 
-observe_process_group(ProcessGroupNeuron)
+    def both() -> None:
+        first()
+        then()
+    return both
+
+
+# Observers of the group classes (the cost model costs each collective inside torch_neuronx.estimate()).
+hooks.announce_group_class(ProcessGroupNeuron)

@@ -50,7 +50,9 @@ def install() -> None:
     if _installed:
         return
     _installed = True
+    from ..distributed import hooks
     from . import _post_import
 
+    hooks.set_import_watcher(_post_import.when_imported)  # the distributed layer's adapters of torch modules
     for target, adapter in _ADAPTERS.items():
         _post_import.when_imported(target, _adapter(adapter))

@@ -47,6 +47,12 @@ def install() -> None:
             f"(now {cfg.mode}); rounding stays round-to-nearest-even.", RuntimeWarning, stacklevel=2)
     if cfg.mode == "host" or _state["mode"] is not None:
         return
+    import torch.distributed
+
+    if torch.distributed.is_available():
+        from . import collectives
+
+        collectives.install()  # the neuron process group's integer sums through fp32
     from . import cpp_filter
     from .dispatch_mode import NumericsMode
 

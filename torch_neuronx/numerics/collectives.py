@@ -2,19 +2,19 @@
 integer datapath, int32/int64 operands are reduced in FP32 ("lossy for
 magnitudes above 2^24").
 
-`prepare()` is the one call the process group makes. Host mode returns the
-transport tensors unchanged. trainium: integer sum-reductions run on float32
-copies, and the step after the transfer rounds the float32 result back into
-the integer tensors. check: the step after the transfer records a result whose
+`prepare()` is the one call the process group makes: `install()` registers it as the
+distributed layer's collective-numerics hook (torch_neuronx/distributed/hooks.py) when
+numerics start in check or trainium mode; host mode registers nothing, so the transport
+tensors stay as they are. trainium: integer sum-reductions run on float32 copies, and
+the step after the transfer rounds the float32 result back into the integer tensors. check: the step after the transfer records a result whose
 magnitude exceeds 2^24 (the float32 reduction would have rounded it).
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import torch
 import torch.distributed as dist
 
+from ..distributed import hooks
 from . import config as _config, report
 from .int_via_fp32 import EXACT_LIMIT, INT_DTYPES
 
@@ -72,12 +72,6 @@ def _widen(value):
     return [_widen(v) for v in value]
 
 
-def chain(first: Callable[[], None] | None, then: Callable[[], None] | None):
-    """Run `first` (e.g. the AVG division) and then `then`; None when both are None."""
-    if first is None or then is None:
-        return first or then
-
-    def both() -> None:
-        first()
-        then()
-    return both
+def install() -> None:
+    """Make the neuron process group run its sum-reductions through prepare()."""
+    hooks.set_collective_numerics(prepare)

@@ -1,8 +1,9 @@
 """python -m torch_neuronx.numerics.sweep: which Hugging Face architectures
 would hit Trainium's numerics differences (int64, integers via fp32,
 float64, fp8), found with TORCH_NEURONX_NUMERICS=check on the compatibility
-sweep's tiny models (torch_neuronx/compat/worker.py: same configs, same
-inputs), eager forward and a short greedy generate, offline.
+sweep's tiny models (same configs, same inputs), eager forward and a short
+greedy generate, offline. The compatibility sweep lends its models at startup
+(torch_neuronx/compat/_numerics_sweep.py registers into _sweep_models.py).
 
     python -m torch_neuronx.numerics.sweep --archs llama,gpt2 [--json out.json]
 
@@ -17,6 +18,8 @@ import os
 import subprocess
 import sys
 
+from ._sweep_models import model_runner
+
 DEFAULT_ARCHS = "llama,gpt2,mistral,qwen2,gemma,phi,opt,bloom,falcon,gpt_neox,gptj,mixtral,qwen2_moe,mamba,rwkv,xlnet"
 _MARK = "NUMERICS_SWEEP "
 
@@ -25,18 +28,15 @@ def _child(archs: list[str]) -> None:
     import torch
 
     from torch_neuronx import numerics
-    from torch_neuronx.compat import worker
 
     assert numerics.mode() == "check", "the sweep child must run with TORCH_NEURONX_NUMERICS=check"
+    run_model = model_runner()
     torch.set_num_threads(1)
     for arch in archs:
         numerics.reset_findings()
         row = {"arch": arch, "error": None}
         try:
-            model, config, _ = worker._build(arch)
-            model = model.to("neuron")
-            worker._forward(model, config, "neuron")
-            worker._generate(model, config, "neuron", static=False)
+            run_model(arch, "neuron")
         except Exception as err:  # noqa: BLE001 - a model that fails is reported, the sweep goes on
             row["error"] = f"{type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"
         row["findings"] = numerics.findings()

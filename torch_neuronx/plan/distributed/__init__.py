@@ -13,22 +13,35 @@ would give it, and merges their reports (merge.py); each report has a "distribut
 """
 from __future__ import annotations
 
-from .switch import DRY_RUN, dry_run
+from .switch import DRY_RUN, dry_run, dry_run_quiet
 
-__all__ = ["DRY_RUN", "dry_run", "install", "create_process_group"]
+__all__ = ["DRY_RUN", "dry_run", "install", "install_if_dry_run", "create_process_group", "group_factory"]
 
 
 def install() -> None:
-    """Called at registration of the "neuron" backend when the dry run is on: peer-free rendezvous,
-    and the optimizer-step clock of the report's distributed section."""
+    """Peer-free rendezvous, and the optimizer-step clock of the report's distributed section."""
     from . import rendezvous, report
 
     rendezvous.install()
     report.watch_steps()
 
 
+def install_if_dry_run() -> None:
+    """At startup (torch_neuronx/_registration.py), when the process is a dry run: install()."""
+    if dry_run_quiet():   # a bad value installs nothing here; plan.install warns about it
+        install()
+
+
+def group_factory(store, rank: int, size: int, timeout):
+    """The group factory registered with torch_neuronx.distributed.hooks: in a dry run (the switch
+    is read at each new group) the fake group of the full world size, else None (the real group)."""
+    if not dry_run_quiet():
+        return None
+    return create_process_group(store, rank, size, timeout)
+
+
 def create_process_group(store, rank: int, size: int, timeout):
-    """The "neuron" backend's group in a dry run (the factory asks here first)."""
+    """The "neuron" backend's group in a dry run."""
     from .fake_group import DryRunProcessGroup
 
     return DryRunProcessGroup(rank, size, timeout)

@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import FakeProcessGroup
 
+from ...distributed import hooks
 from ...distributed._flat import gather_pair, scatter_pair
 from ...distributed._identity import NeuronGroupIdentity
 from . import memory
@@ -212,7 +213,5 @@ class DryRunProcessGroup(NeuronGroupIdentity, dist.ProcessGroup):
         return None
 
 
-# Recorded inside torch_neuronx.estimate() by the same hook as the real group (estimate/collectives.py).
-from ...estimate.collectives import observe_process_group  # noqa: E402
-
-observe_process_group(DryRunProcessGroup)
+# Recorded inside torch_neuronx.estimate() by the same observer as the real group (estimate/collectives.py).
+hooks.announce_group_class(DryRunProcessGroup)
