@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._core.ops import as_op
 from ..errors import raise_error
 from ..simulator import checks as C
 from ..simulator import engine_io as io
@@ -46,7 +47,6 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
     else on_false_value (e.g. causal masks with cmp_op=nl.greater_equal)."""
     I = "nisa.affine_select"
     run = current(I)
-    from ..language.math import as_op
     C.tensor(dst, I, "dst")
     C.tensor(on_true_tile, I, "on_true_tile")
     C.buffer_in(dst, ("sbuf",), I, "dst", _WHY)
@@ -72,7 +72,6 @@ def tensor_partition_reduce(dst, op, data, name=None, **kw):
     """dst[1, F] = reduce(op) of data[P, F] across partitions (GpSimd)."""
     I = "nisa.tensor_partition_reduce"
     run = current(I)
-    from ..language.math import as_op
     C.tensor(dst, I, "dst")
     C.tensor(data, I, "data")
     C.buffer_in(dst, ("sbuf",), I, "dst", _WHY)

@@ -11,8 +11,9 @@ import numbers
 
 import numpy as np
 
+from .._core.ops import as_op
 from ..errors import raise_error
-from ..language import dtypes as dt
+from .._core import dtypes as dt
 from ..simulator import checks as C
 from ..simulator import engine_io as io
 from ..simulator.context import current
@@ -21,7 +22,6 @@ from .enums import engine as E
 
 
 def _op(op, instr, operand="op", kinds=("alu",)):
-    from ..language.math import as_op
     o = as_op(op)
     if o is None or not any(getattr(o, k) for k in kinds):
         raise_error("err_unsupported_op", f"{op!r} is not an ALU operator usable here "

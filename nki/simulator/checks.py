@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import numbers
 
+from .._core.tensor import NkiTensor
 from ..errors import raise_error
 
 PMAX = 128
 
 
 def tensor(x, instr: str, operand: str):
-    from ..language.tensor import NkiTensor
     if not isinstance(x, NkiTensor):
         raise TypeError(f"{instr}: operand '{operand}' must be an NKI tensor, got {type(x).__name__}")
     return x
