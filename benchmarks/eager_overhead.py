@@ -101,10 +101,11 @@ def build_tiny_backward(device):
     return step
 
 
-def build_block(device):
+def build_block(device, dtype=torch.float32):
+    """A transformer encoder layer's fwd+bwd (also timed by benchmarks/numerics_modes.py)."""
     torch.manual_seed(0)
-    block = nn.TransformerEncoderLayer(64, 4, 256, batch_first=True, dropout=0.0).to(device)
-    x = torch.randn(4, 16, 64, generator=torch.Generator().manual_seed(1)).to(device)
+    block = nn.TransformerEncoderLayer(64, 4, 256, batch_first=True, dropout=0.0).to(device, dtype)
+    x = torch.randn(4, 16, 64, generator=torch.Generator().manual_seed(1)).to(device, dtype)
     return _train_step(block, x)
 
 

@@ -34,20 +34,14 @@ from torch_neuronx.numerics import cpp_filter  # noqa: E402
 from torch_neuronx.numerics.config import NumericsConfig  # noqa: E402
 from torch_neuronx.numerics.dispatch_mode import NumericsMode  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import eager_overhead  # noqa: E402  (the same transformer block the eager benchmark times)
+
 CHECK_RATIO = 2.0  # target: check / host on the transformer block
 
 
 def build_block(dtype=torch.float32):
-    torch.manual_seed(0)
-    block = nn.TransformerEncoderLayer(64, 4, 256, batch_first=True, dropout=0.0).to("neuron", dtype)
-    x = torch.randn(4, 16, 64, generator=torch.Generator().manual_seed(1)).to("neuron", dtype)
-    params = list(block.parameters())
-
-    def step():
-        for p in params:
-            p.grad = None
-        block(x).sum().backward()
-    return step
+    return eager_overhead.build_block("neuron", dtype)
 
 
 def build_add():

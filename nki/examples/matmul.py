@@ -10,6 +10,16 @@ import nki.language as nl
 TK, TM, TN = 128, 128, 512   # contraction (partitions), stationary free, moving free
 
 
+def _k_strips(src, c0, width):
+    """SBUF [TK, K // TK, width]: columns c0..c0+width of src [K, *], one DMA per 128-row
+    strip of the contraction dimension (a plain function, traced inside the kernel)."""
+    KT = src.shape[0] // TK
+    t = nl.ndarray((TK, KT, width), src.dtype, buffer=nl.sbuf)
+    for k in range(KT):
+        nisa.dma_copy(dst=t[:, k, :], src=src[k * TK:(k + 1) * TK, c0:c0 + width])
+    return t
+
+
 @nki.jit
 def matmul_basic(lhsT, rhs):
     """One nc_matmul: lhsT [<=128, <=128], rhs [<=128, <=512]."""
@@ -57,13 +67,9 @@ def matmul_hoisted(lhsT, rhs):
     KT = K // TK
     out = nl.ndarray((M, N), lhsT.dtype, buffer=nl.shared_hbm)
     for m in range(M // TM):
-        s = nl.ndarray((TK, KT, TM), lhsT.dtype, buffer=nl.sbuf)
-        for k in range(KT):
-            nisa.dma_copy(dst=s[:, k, :], src=lhsT[k * TK:(k + 1) * TK, m * TM:(m + 1) * TM])
+        s = _k_strips(lhsT, m * TM, TM)
         for n in range(N // TN):
-            mv = nl.ndarray((TK, KT, TN), rhs.dtype, buffer=nl.sbuf)
-            for k in range(KT):
-                nisa.dma_copy(dst=mv[:, k, :], src=rhs[k * TK:(k + 1) * TK, n * TN:(n + 1) * TN])
+            mv = _k_strips(rhs, n * TN, TN)
             ps = nl.ndarray((TM, TN), nl.float32, buffer=nl.psum)
             for k in range(KT):
                 nisa.nc_matmul(dst=ps, stationary=s[:, k, :], moving=mv[:, k, :])
@@ -82,13 +88,9 @@ def matmul_blocked(lhsT, rhs, block_n=4):
     KT, BN = K // TK, TN * block_n
     out = nl.ndarray((M, N), lhsT.dtype, buffer=nl.shared_hbm)
     for nb in range(N // BN):
-        mv = nl.ndarray((TK, KT, BN), rhs.dtype, buffer=nl.sbuf)
-        for k in range(KT):
-            nisa.dma_copy(dst=mv[:, k, :], src=rhs[k * TK:(k + 1) * TK, nb * BN:(nb + 1) * BN])
+        mv = _k_strips(rhs, nb * BN, BN)
         for m in range(M // TM):
-            s = nl.ndarray((TK, KT, TM), lhsT.dtype, buffer=nl.sbuf)
-            for k in range(KT):
-                nisa.dma_copy(dst=s[:, k, :], src=lhsT[k * TK:(k + 1) * TK, m * TM:(m + 1) * TM])
+            s = _k_strips(lhsT, m * TM, TM)
             res = nl.ndarray((TM, BN), lhsT.dtype, buffer=nl.sbuf)
             for j in range(block_n):
                 ps = nl.ndarray((TM, TN), nl.float32, buffer=nl.psum)
@@ -109,13 +111,9 @@ def matmul_optimized(lhsT, rhs, block_m=4):
     block_m = min(block_m, M // TM)
     KT, BM = K // TK, TM * block_m
     out = nl.ndarray((M, N), lhsT.dtype, buffer=nl.shared_hbm)
-    mv = nl.ndarray((TK, KT, N), rhs.dtype, buffer=nl.sbuf)
-    for k in range(KT):
-        nisa.dma_copy(dst=mv[:, k, :], src=rhs[k * TK:(k + 1) * TK, :])
+    mv = _k_strips(rhs, 0, N)
     for mb in range(M // BM):
-        s = nl.ndarray((TK, KT, BM), lhsT.dtype, buffer=nl.sbuf)
-        for k in range(KT):
-            nisa.dma_copy(dst=s[:, k, :], src=lhsT[k * TK:(k + 1) * TK, mb * BM:(mb + 1) * BM])
+        s = _k_strips(lhsT, mb * BM, BM)
         for m in range(block_m):
             res = nl.ndarray((TM, N), lhsT.dtype, buffer=nl.sbuf)
             for n in range(N // TN):

@@ -109,3 +109,19 @@ def on_chip_operands(instr: str, engine: str, **operands) -> None:
         tensor(x, instr, name)
     for name, x in operands.items():
         on_chip(x, instr, name, engine)
+
+
+def same_elements_on_chip(instr: str, engine: str, dst, src, src_name: str) -> None:
+    """The checks of a one-source element-wise instruction: both operands NKI tensors in
+    SBUF/PSUM, and ``src`` with dst's partitions and elements per partition."""
+    on_chip_operands(instr, engine, dst=dst, **{src_name: src})
+    same_partitions(src, dst, instr, src_name, "dst")
+    same_free(src, dst, instr, src_name, "dst")
+
+
+def sbuf_operands(instr: str, why: str, **operands) -> None:
+    """Each operand is an NKI tensor in SBUF (the GpSimd engine accesses no other memory)."""
+    for name, x in operands.items():
+        tensor(x, instr, name)
+    for name, x in operands.items():
+        buffer_in(x, ("sbuf",), instr, name, why)
