@@ -20,6 +20,13 @@ def _k_strips(src, c0, width):
     return t
 
 
+def _evict(dst, ps):
+    """PSUM accumulator -> SBUF (cast to dst's dtype) -> dst in HBM."""
+    res = nl.ndarray(ps.shape, dst.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=res, src=ps)
+    nisa.dma_copy(dst=dst, src=res)
+
+
 @nki.jit
 def matmul_basic(lhsT, rhs):
     """One nc_matmul: lhsT [<=128, <=128], rhs [<=128, <=512]."""
@@ -32,9 +39,7 @@ def matmul_basic(lhsT, rhs):
     nisa.dma_copy(dst=m, src=rhs)
     ps = nl.ndarray((M, N), nl.float32, buffer=nl.psum)
     nisa.nc_matmul(dst=ps, stationary=s, moving=m)
-    res = nl.ndarray((M, N), lhsT.dtype, buffer=nl.sbuf)
-    nisa.tensor_copy(dst=res, src=ps)
-    nisa.dma_copy(dst=out, src=res)
+    _evict(out, ps)
     return out
 
 
@@ -53,9 +58,7 @@ def matmul_tiled(lhsT, rhs):
                 nisa.dma_copy(dst=s, src=lhsT[k * TK:(k + 1) * TK, m * TM:(m + 1) * TM])
                 nisa.dma_copy(dst=mv, src=rhs[k * TK:(k + 1) * TK, n * TN:(n + 1) * TN])
                 nisa.nc_matmul(dst=ps, stationary=s, moving=mv)     # auto-accumulate over k
-            res = nl.ndarray((TM, TN), lhsT.dtype, buffer=nl.sbuf)
-            nisa.tensor_copy(dst=res, src=ps)
-            nisa.dma_copy(dst=out[m * TM:(m + 1) * TM, n * TN:(n + 1) * TN], src=res)
+            _evict(out[m * TM:(m + 1) * TM, n * TN:(n + 1) * TN], ps)
     return out
 
 
@@ -73,9 +76,7 @@ def matmul_hoisted(lhsT, rhs):
             ps = nl.ndarray((TM, TN), nl.float32, buffer=nl.psum)
             for k in range(KT):
                 nisa.nc_matmul(dst=ps, stationary=s[:, k, :], moving=mv[:, k, :])
-            res = nl.ndarray((TM, TN), lhsT.dtype, buffer=nl.sbuf)
-            nisa.tensor_copy(dst=res, src=ps)
-            nisa.dma_copy(dst=out[m * TM:(m + 1) * TM, n * TN:(n + 1) * TN], src=res)
+            _evict(out[m * TM:(m + 1) * TM, n * TN:(n + 1) * TN], ps)
     return out
 
 
