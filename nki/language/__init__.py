@@ -24,3 +24,7 @@ from .tile_size import tile_size
 
 tensor = NkiTensor
 # ruff: noqa: F401  (re-exports)
+
+# Every NKI name imported above (not the submodules that define them).
+__all__ = sorted(name for name, value in globals().items()
+                 if not name.startswith("_") and name != "annotations" and type(value).__name__ != "module")
