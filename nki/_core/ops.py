@@ -21,12 +21,12 @@ def register_language(**functions) -> None:
 
 
 def language(name: str):
+    """The registered language function ``name``, with what to do when there is none."""
     try:
         return _LANGUAGE[name]
     except KeyError:
         raise RuntimeError("NKI operators on tensors (nl.add(a, b), a + b, t[i] = v) are "
                            "nki.language functions: import nki.language first") from None
-
 
 
 def _erf(x):
