@@ -30,7 +30,7 @@ rows for combined tables (benchmarks/host_bound_table.py prints every host-bound
 from __future__ import annotations
 
 import argparse
-import gc
+import functools
 import os
 import statistics
 import sys
@@ -40,6 +40,7 @@ from typing import Callable
 
 import torch
 import torch.nn as nn
+from _interleave import interleaved  # benchmarks/_interleave.py (this script's folder)
 
 TINY_EXTRA_US = 0.5  # target: neuron - cpu per tiny op, microseconds (bound: +0)
 BLOCK_RATIO = 1.05   # target: neuron / cpu for the transformer block (bound: 1.00x)
@@ -101,10 +102,11 @@ def build_tiny_backward(device):
     return step
 
 
-def build_block(device):
+def build_block(device, dtype=torch.float32):
+    """A transformer encoder layer's fwd+bwd (also timed by benchmarks/numerics_modes.py)."""
     torch.manual_seed(0)
-    block = nn.TransformerEncoderLayer(64, 4, 256, batch_first=True, dropout=0.0).to(device)
-    x = torch.randn(4, 16, 64, generator=torch.Generator().manual_seed(1)).to(device)
+    block = nn.TransformerEncoderLayer(64, 4, 256, batch_first=True, dropout=0.0).to(device, dtype)
+    x = torch.randn(4, 16, 64, generator=torch.Generator().manual_seed(1)).to(device, dtype)
     return _train_step(block, x)
 
 
@@ -156,19 +158,8 @@ def measure(case, budget_s, batch_s, min_repeats=7):
     calls_before = _host_calls()
     fns["neuron"]()
     kernels = _host_calls() - calls_before
-    times = {"cpu": [], "neuron": []}
-    gc.collect()
-    gc.disable()
-    try:
-        deadline = time.perf_counter() + budget_s
-        r = 0
-        while r < min_repeats or time.perf_counter() < deadline:
-            order = ("cpu", "neuron") if r % 2 == 0 else ("neuron", "cpu")
-            for d in order:
-                times[d].append(time_batch(fns[d], n))
-            r += 1
-    finally:
-        gc.enable()
+    times = interleaved({d: functools.partial(time_batch, fns[d], n) for d in ("cpu", "neuron")},
+                        budget_s, min_repeats)
     out = {"repeats": len(times["cpu"]), "calls": n, "kernels": kernels}
     for k, clock in enumerate(("wall", "cpu")):
         cpu = [t[k] for t in times["cpu"]]

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import os
 import statistics
 import sys
@@ -34,20 +33,15 @@ from torch_neuronx.numerics import cpp_filter  # noqa: E402
 from torch_neuronx.numerics.config import NumericsConfig  # noqa: E402
 from torch_neuronx.numerics.dispatch_mode import NumericsMode  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import eager_overhead  # noqa: E402  (the same transformer block the eager benchmark times)
+from _interleave import interleaved  # noqa: E402
+
 CHECK_RATIO = 2.0  # target: check / host on the transformer block
 
 
 def build_block(dtype=torch.float32):
-    torch.manual_seed(0)
-    block = nn.TransformerEncoderLayer(64, 4, 256, batch_first=True, dropout=0.0).to("neuron", dtype)
-    x = torch.randn(4, 16, 64, generator=torch.Generator().manual_seed(1)).to("neuron", dtype)
-    params = list(block.parameters())
-
-    def step():
-        for p in params:
-            p.grad = None
-        block(x).sum().backward()
-    return step
+    return eager_overhead.build_block("neuron", dtype)
 
 
 def build_add():
@@ -83,21 +77,9 @@ def measure(fn, mode, budget_s, batch_s, min_repeats=7):
         time_batch(fn, 1, mode)
     one = min(time_batch(fn, 1, mode) for _ in range(3))
     n = max(1, round(batch_s * 1e6 / max(one, 1e-3)))
-    host, other = [], []
-    gc.collect()
-    gc.disable()
-    try:
-        deadline = time.perf_counter() + budget_s
-        r = 0
-        while r < min_repeats or time.perf_counter() < deadline:
-            for side in (("host", "mode") if r % 2 == 0 else ("mode", "host")):
-                if side == "host":
-                    host.append(time_batch(fn, n))
-                else:
-                    other.append(time_batch(fn, n, mode))
-            r += 1
-    finally:
-        gc.enable()
+    times = interleaved({"host": lambda: time_batch(fn, n), "mode": lambda: time_batch(fn, n, mode)},
+                        budget_s, min_repeats)
+    host, other = times["host"], times["mode"]
     return statistics.median(host), statistics.median(other), statistics.median(
         b / a for a, b in zip(host, other))
 

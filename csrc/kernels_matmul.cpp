@@ -120,54 +120,75 @@ bool out_fits(const at::Tensor& out, at::IntArrayRef sizes, const at::Tensor& li
   return out.scalar_type() == like.scalar_type() && out.sizes() == sizes;
 }
 
+// The operand casts a GEMM body is called with: fp32 (Up) or as they are (Same).
+struct Up {
+  at::Tensor operator()(const at::Tensor& t) const { return up(t); }
+};
+struct Same {
+  const at::Tensor& operator()(const at::Tensor& t) const { return t; }
+};
+
+// A functional GEMM: on the fp32 path `gemm(Up{})` runs on fp32 operands and its result is
+// rounded to `dtype` once; otherwise `gemm(Same{})` runs the CPU kernel on the host aliases.
+template <typename Gemm>
+at::Tensor gemm_result(bool fp32, at::ScalarType dtype, c10::DeviceIndex dev, Gemm gemm) {
+  if (fp32) return adopt_host_result(gemm(Up{}).to(dtype), dev);
+  return adopt_host_result(gemm(Same{}), dev);
+}
+
+// An out= or in-place GEMM writing `out`: `fp32(host)` (a GEMM on fp32 operands; `host` is out's
+// host alias, the accumulator of the in-place forms) is rounded into `out` once when `fp32_fits`,
+// else `native(host)` runs the CPU out= / in-place kernel. Out's alias is taken before the
+// operands', so an operand sharing its memory gets the same host storage (the CPU overlap checks).
+template <typename Fp32, typename Native>
+at::Tensor& gemm_into(at::Tensor& out, c10::DeviceIndex dev, HostAliases& a, bool fp32_fits, Fp32 fp32,
+                      Native native) {
+  HostOut host(a, out);
+  if (fp32_fits) {
+    host.host.copy_(fp32(host.host));
+  } else {
+    native(host.host);
+  }
+  sync_written_output(out, host.host, host.alias_storage, dev);
+  return out;
+}
+
 at::Tensor neuron_mm(const at::Tensor& self, const at::Tensor& mat2) {
   const auto dev = common_device("aten::mm", {&self, &mat2});
   NEURON_TRACK_OP("aten::mm", dev);
   HostAliases a;
-  if (takes_fp32_path({&self, &mat2})) {
-    return adopt_host_result(at::cpu::mm(up(a.of(self)), up(a.of(mat2))).to(self.scalar_type()), dev);
-  }
-  return adopt_host_result(at::cpu::mm(a.of(self), a.of(mat2)), dev);
+  return gemm_result(takes_fp32_path({&self, &mat2}), self.scalar_type(), dev,
+                     [&](auto cast) { return at::cpu::mm(cast(a.of(self)), cast(a.of(mat2))); });
 }
 
 at::Tensor& neuron_mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
   const auto dev = common_device("aten::mm.out", {&self, &mat2, &out});
   NEURON_TRACK_OP("aten::mm.out", dev);
   HostAliases a;
-  HostOut host(a, out);
-  if (takes_fp32_path({&self, &mat2}) && self.dim() == 2 && mat2.dim() == 2 &&
-      out_fits(out, {self.size(0), mat2.size(1)}, self)) {
-    host.host.copy_(at::cpu::mm(up(a.of(self)), up(a.of(mat2))));
-  } else {
-    at::cpu::mm_out(host.host, a.of(self), a.of(mat2));
-  }
-  sync_written_output(out, host.host, host.alias_storage, dev);
-  return out;
+  const bool fp32 = takes_fp32_path({&self, &mat2}) && self.dim() == 2 && mat2.dim() == 2 &&
+                    out_fits(out, {self.size(0), mat2.size(1)}, self);
+  return gemm_into(
+      out, dev, a, fp32, [&](const at::Tensor&) { return at::cpu::mm(up(a.of(self)), up(a.of(mat2))); },
+      [&](at::Tensor& host) { at::cpu::mm_out(host, a.of(self), a.of(mat2)); });
 }
 
 at::Tensor neuron_bmm(const at::Tensor& self, const at::Tensor& mat2) {
   const auto dev = common_device("aten::bmm", {&self, &mat2});
   NEURON_TRACK_OP("aten::bmm", dev);
   HostAliases a;
-  if (takes_fp32_path({&self, &mat2})) {
-    return adopt_host_result(at::cpu::bmm(up(a.of(self)), up(a.of(mat2))).to(self.scalar_type()), dev);
-  }
-  return adopt_host_result(at::cpu::bmm(a.of(self), a.of(mat2)), dev);
+  return gemm_result(takes_fp32_path({&self, &mat2}), self.scalar_type(), dev,
+                     [&](auto cast) { return at::cpu::bmm(cast(a.of(self)), cast(a.of(mat2))); });
 }
 
 at::Tensor& neuron_bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
   const auto dev = common_device("aten::bmm.out", {&self, &mat2, &out});
   NEURON_TRACK_OP("aten::bmm.out", dev);
   HostAliases a;
-  HostOut host(a, out);
-  if (takes_fp32_path({&self, &mat2}) && self.dim() == 3 && mat2.dim() == 3 &&
-      out_fits(out, {self.size(0), self.size(1), mat2.size(2)}, self)) {
-    host.host.copy_(at::cpu::bmm(up(a.of(self)), up(a.of(mat2))));
-  } else {
-    at::cpu::bmm_out(host.host, a.of(self), a.of(mat2));
-  }
-  sync_written_output(out, host.host, host.alias_storage, dev);
-  return out;
+  const bool fp32 = takes_fp32_path({&self, &mat2}) && self.dim() == 3 && mat2.dim() == 3 &&
+                    out_fits(out, {self.size(0), self.size(1), mat2.size(2)}, self);
+  return gemm_into(
+      out, dev, a, fp32, [&](const at::Tensor&) { return at::cpu::bmm(up(a.of(self)), up(a.of(mat2))); },
+      [&](at::Tensor& host) { at::cpu::bmm_out(host, a.of(self), a.of(mat2)); });
 }
 
 at::Tensor neuron_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
@@ -175,11 +196,9 @@ at::Tensor neuron_addmm(const at::Tensor& self, const at::Tensor& mat1, const at
   const auto dev = common_device("aten::addmm", {&self, &mat1, &mat2});
   NEURON_TRACK_OP("aten::addmm", dev);
   HostAliases a;
-  if (takes_fp32_path({&self, &mat1, &mat2})) {
-    return adopt_host_result(
-        at::cpu::addmm(up(a.of(self)), up(a.of(mat1)), up(a.of(mat2)), beta, alpha).to(mat1.scalar_type()), dev);
-  }
-  return adopt_host_result(at::cpu::addmm(a.of(self), a.of(mat1), a.of(mat2), beta, alpha), dev);
+  return gemm_result(takes_fp32_path({&self, &mat1, &mat2}), mat1.scalar_type(), dev, [&](auto cast) {
+    return at::cpu::addmm(cast(a.of(self)), cast(a.of(mat1)), cast(a.of(mat2)), beta, alpha);
+  });
 }
 
 at::Tensor& neuron_addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
@@ -187,15 +206,12 @@ at::Tensor& neuron_addmm_out(const at::Tensor& self, const at::Tensor& mat1, con
   const auto dev = common_device("aten::addmm.out", {&self, &mat1, &mat2, &out});
   NEURON_TRACK_OP("aten::addmm.out", dev);
   HostAliases a;
-  HostOut host(a, out);
-  if (takes_fp32_path({&self, &mat1, &mat2}) && mat1.dim() == 2 && mat2.dim() == 2 &&
-      out_fits(out, {mat1.size(0), mat2.size(1)}, mat1)) {
-    host.host.copy_(at::cpu::addmm(up(a.of(self)), up(a.of(mat1)), up(a.of(mat2)), beta, alpha));
-  } else {
-    at::cpu::addmm_out(host.host, a.of(self), a.of(mat1), a.of(mat2), beta, alpha);
-  }
-  sync_written_output(out, host.host, host.alias_storage, dev);
-  return out;
+  const bool fp32 = takes_fp32_path({&self, &mat1, &mat2}) && mat1.dim() == 2 && mat2.dim() == 2 &&
+                    out_fits(out, {mat1.size(0), mat2.size(1)}, mat1);
+  return gemm_into(
+      out, dev, a, fp32,
+      [&](const at::Tensor&) { return at::cpu::addmm(up(a.of(self)), up(a.of(mat1)), up(a.of(mat2)), beta, alpha); },
+      [&](at::Tensor& host) { at::cpu::addmm_out(host, a.of(self), a.of(mat1), a.of(mat2), beta, alpha); });
 }
 
 at::Tensor neuron_baddbmm(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
@@ -203,11 +219,9 @@ at::Tensor neuron_baddbmm(const at::Tensor& self, const at::Tensor& b1, const at
   const auto dev = common_device("aten::baddbmm", {&self, &b1, &b2});
   NEURON_TRACK_OP("aten::baddbmm", dev);
   HostAliases a;
-  if (takes_fp32_path({&self, &b1, &b2})) {
-    return adopt_host_result(
-        at::cpu::baddbmm(up(a.of(self)), up(a.of(b1)), up(a.of(b2)), beta, alpha).to(b1.scalar_type()), dev);
-  }
-  return adopt_host_result(at::cpu::baddbmm(a.of(self), a.of(b1), a.of(b2), beta, alpha), dev);
+  return gemm_result(takes_fp32_path({&self, &b1, &b2}), b1.scalar_type(), dev, [&](auto cast) {
+    return at::cpu::baddbmm(cast(a.of(self)), cast(a.of(b1)), cast(a.of(b2)), beta, alpha);
+  });
 }
 
 at::Tensor& neuron_baddbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
@@ -215,15 +229,12 @@ at::Tensor& neuron_baddbmm_out(const at::Tensor& self, const at::Tensor& b1, con
   const auto dev = common_device("aten::baddbmm.out", {&self, &b1, &b2, &out});
   NEURON_TRACK_OP("aten::baddbmm.out", dev);
   HostAliases a;
-  HostOut host(a, out);
-  if (takes_fp32_path({&self, &b1, &b2}) && b1.dim() == 3 && b2.dim() == 3 &&
-      out_fits(out, {b1.size(0), b1.size(1), b2.size(2)}, b1)) {
-    host.host.copy_(at::cpu::baddbmm(up(a.of(self)), up(a.of(b1)), up(a.of(b2)), beta, alpha));
-  } else {
-    at::cpu::baddbmm_out(host.host, a.of(self), a.of(b1), a.of(b2), beta, alpha);
-  }
-  sync_written_output(out, host.host, host.alias_storage, dev);
-  return out;
+  const bool fp32 = takes_fp32_path({&self, &b1, &b2}) && b1.dim() == 3 && b2.dim() == 3 &&
+                    out_fits(out, {b1.size(0), b1.size(1), b2.size(2)}, b1);
+  return gemm_into(
+      out, dev, a, fp32,
+      [&](const at::Tensor&) { return at::cpu::baddbmm(up(a.of(self)), up(a.of(b1)), up(a.of(b2)), beta, alpha); },
+      [&](at::Tensor& host) { at::cpu::baddbmm_out(host, a.of(self), a.of(b1), a.of(b2), beta, alpha); });
 }
 
 // In-place forms (x.addmm_(a, b), x.baddbmm_(a, b)): the out= kernels with self as out.
@@ -232,15 +243,12 @@ at::Tensor& neuron_addmm_(at::Tensor& self, const at::Tensor& mat1, const at::Te
   const auto dev = common_device("aten::addmm_", {&self, &mat1, &mat2});
   NEURON_TRACK_OP("aten::addmm_", dev);
   HostAliases a;
-  HostOut host(a, self);
-  if (takes_fp32_path({&self, &mat1, &mat2}) && mat1.dim() == 2 && mat2.dim() == 2 &&
-      out_fits(self, {mat1.size(0), mat2.size(1)}, mat1)) {
-    host.host.copy_(at::cpu::addmm(up(host.host), up(a.of(mat1)), up(a.of(mat2)), beta, alpha));
-  } else {
-    at::cpu::addmm_(host.host, a.of(mat1), a.of(mat2), beta, alpha);
-  }
-  sync_written_output(self, host.host, host.alias_storage, dev);
-  return self;
+  const bool fp32 = takes_fp32_path({&self, &mat1, &mat2}) && mat1.dim() == 2 && mat2.dim() == 2 &&
+                    out_fits(self, {mat1.size(0), mat2.size(1)}, mat1);
+  return gemm_into(
+      self, dev, a, fp32,
+      [&](const at::Tensor& host) { return at::cpu::addmm(up(host), up(a.of(mat1)), up(a.of(mat2)), beta, alpha); },
+      [&](at::Tensor& host) { at::cpu::addmm_(host, a.of(mat1), a.of(mat2), beta, alpha); });
 }
 
 at::Tensor& neuron_baddbmm_(at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
@@ -248,15 +256,12 @@ at::Tensor& neuron_baddbmm_(at::Tensor& self, const at::Tensor& b1, const at::Te
   const auto dev = common_device("aten::baddbmm_", {&self, &b1, &b2});
   NEURON_TRACK_OP("aten::baddbmm_", dev);
   HostAliases a;
-  HostOut host(a, self);
-  if (takes_fp32_path({&self, &b1, &b2}) && b1.dim() == 3 && b2.dim() == 3 &&
-      out_fits(self, {b1.size(0), b1.size(1), b2.size(2)}, b1)) {
-    host.host.copy_(at::cpu::baddbmm(up(host.host), up(a.of(b1)), up(a.of(b2)), beta, alpha));
-  } else {
-    at::cpu::baddbmm_(host.host, a.of(b1), a.of(b2), beta, alpha);
-  }
-  sync_written_output(self, host.host, host.alias_storage, dev);
-  return self;
+  const bool fp32 = takes_fp32_path({&self, &b1, &b2}) && b1.dim() == 3 && b2.dim() == 3 &&
+                    out_fits(self, {b1.size(0), b1.size(1), b2.size(2)}, b1);
+  return gemm_into(
+      self, dev, a, fp32,
+      [&](const at::Tensor& host) { return at::cpu::baddbmm(up(host), up(a.of(b1)), up(a.of(b2)), beta, alpha); },
+      [&](at::Tensor& host) { at::cpu::baddbmm_(host, a.of(b1), a.of(b2), beta, alpha); });
 }
 
 std::tuple<at::Tensor, at::Tensor> neuron_flash_attention(

@@ -16,43 +16,25 @@ the models' Hugging Face configs), for `python -m torch_neuronx.plan run`.
 from __future__ import annotations
 
 
-def _varlen(config, registry, flavor: str, **kwargs):
-    config.model_spec = registry(flavor, attn_backend="varlen", **kwargs)
-    config.training.disable_cuda_graphs = True  # as TorchTitan's own llama3_debugmodel_varlen_attn
-    return config
+import importlib
 
 
-def qwen3_debugmodel_varlen():
-    from torchtitan.models.qwen3 import config_registry, model_registry
-
-    return _varlen(config_registry.qwen3_debugmodel(), model_registry, "debugmodel")
-
-
-def qwen3_moe_debug_varlen():
-    from torchtitan.models.qwen3 import config_registry, model_registry
-
-    return _varlen(config_registry.qwen3_moe_debug(), model_registry, "debugmodel_moe")
-
-
-def qwen3_32b_varlen():
-    from torchtitan.models.qwen3 import config_registry, model_registry
-
-    return _varlen(config_registry.qwen3_32b(), model_registry, "32B")
+def _varlen(model: str, config: str, flavor: str):
+    """The config function ``<config>_varlen``: TorchTitan's ``config_registry.<config>()`` of
+    ``torchtitan.models.<model>``, its model built by that model's registry for ``flavor``."""
+    def build():
+        models = importlib.import_module(f"torchtitan.models.{model}")
+        built = getattr(models.config_registry, config)()
+        built.model_spec = models.model_registry(flavor, attn_backend="varlen")
+        built.training.disable_cuda_graphs = True  # as TorchTitan's own llama3_debugmodel_varlen_attn
+        return built
+    build.__name__ = build.__qualname__ = f"{config}_varlen"
+    return build
 
 
-def deepseek_v3_debugmodel_varlen():
-    from torchtitan.models.deepseek_v3 import config_registry, model_registry
-
-    return _varlen(config_registry.deepseek_v3_debugmodel(), model_registry, "debugmodel")
-
-
-def deepseek_v3_16b_varlen():
-    from torchtitan.models.deepseek_v3 import config_registry, model_registry
-
-    return _varlen(config_registry.deepseek_v3_16b(), model_registry, "16B")
-
-
-def deepseek_v3_671b_varlen():
-    from torchtitan.models.deepseek_v3 import config_registry, model_registry
-
-    return _varlen(config_registry.deepseek_v3_671b(), model_registry, "671B")
+qwen3_debugmodel_varlen = _varlen("qwen3", "qwen3_debugmodel", "debugmodel")
+qwen3_moe_debug_varlen = _varlen("qwen3", "qwen3_moe_debug", "debugmodel_moe")
+qwen3_32b_varlen = _varlen("qwen3", "qwen3_32b", "32B")
+deepseek_v3_debugmodel_varlen = _varlen("deepseek_v3", "deepseek_v3_debugmodel", "debugmodel")
+deepseek_v3_16b_varlen = _varlen("deepseek_v3", "deepseek_v3_16b", "16B")
+deepseek_v3_671b_varlen = _varlen("deepseek_v3", "deepseek_v3_671b", "671B")

@@ -9,6 +9,10 @@ Every figure names its entry in `docs/hardware-sources.md` (section C unless sta
 per-logical-core views (LNC=2 pairs two physical cores) are derived by the users above.
 Nothing here is an assumption: assumptions of the cost model live in
 `torch_neuronx/estimate/assumptions.py`, named and overridable.
+
+Public (``__all__``): ``CHIPS``, ``ChipSpec``, ``chip(name)``; ``INSTANCES``, ``InstanceSpec``,
+``instance(name)``, ``DEFAULT_INSTANCE_TYPE``; ``pcie_bytes_per_s``. The modules chips, instances
+and host_link hold the tables.
 """
 from __future__ import annotations
 

@@ -12,6 +12,12 @@
     print(nki.last_run())                    # estimated trn2 time per engine, SBUF/PSUM use
 
 ``import nki`` is cheap (no numpy/torch); nki.language / nki.isa load numpy + ml_dtypes.
+
+Public (``__all__``): ``jit``, ``simulate``, ``Kernel``, ``last_run``, ``NkiValidationError``,
+``register_framework_handler`` / ``unregister_framework_handler``, the legacy ``baremetal`` /
+``benchmark``, and the modules ``language`` (nl), ``isa`` (nisa) and ``typing`` (nt), each with
+its own ``__all__``. ``nki.simulator.run`` is the lowest-level launch; ``nki.errors`` (codes) and
+``nki.targets`` (per-target capacities) are read by tools. ``_core`` and ``_env`` are internal.
 """
 from .errors import NkiValidationError
 from .jit import Kernel, jit, register_framework_handler, simulate, unregister_framework_handler

@@ -116,6 +116,7 @@ class Kernel:
     def simulate_run(self, grid, args, kwargs, *, target=None, mutable_args=None,
                      check_capacity=None, compute=True):
         """Run on the simulator and return a SimResult (outputs, report, mutated)."""
+        from . import language  # noqa: F401  (registers what Python operators on tensors do)
         from .simulator import runner
         key = self.specialization_key(grid, args, kwargs, target)
         spec = self._cache.get(key)

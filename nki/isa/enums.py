@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import enum
 
+from ..simulator.context import current_target
+
 
 class engine(enum.Enum):
     unknown = 0
@@ -52,5 +54,4 @@ class dma_engine(enum.Enum):
 
 def get_nc_version() -> nc_version:
     """NeuronCore version of the running kernel's target (else the configured default)."""
-    from ..language.tile_size import _target
-    return nc_version[_target().nc_version]
+    return nc_version[current_target().nc_version]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._core.ops import as_op
 from ..errors import raise_error
 from ..simulator import checks as C
 from ..simulator import engine_io as io
@@ -33,8 +34,7 @@ def iota(dst, pattern, offset=0, channel_multiplier=0, name=None, **kw):
     """dst[p, i...] = offset + p * channel_multiplier + sum(step_k * i_k), pattern=[[step, n], ...]."""
     I = "nisa.iota"
     run = current(I)
-    C.tensor(dst, I, "dst")
-    C.buffer_in(dst, ("sbuf",), I, "dst", _WHY)
+    C.sbuf_operands(I, _WHY, dst=dst)
     v = _affine_values(dst, pattern, offset, channel_multiplier, I)
     io.write(dst, v, I)
     run.cost.compute("gpsimd", "iota", [], [dst], gpsimd_cycles([], dst))
@@ -46,11 +46,7 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
     else on_false_value (e.g. causal masks with cmp_op=nl.greater_equal)."""
     I = "nisa.affine_select"
     run = current(I)
-    from ..language.math import as_op
-    C.tensor(dst, I, "dst")
-    C.tensor(on_true_tile, I, "on_true_tile")
-    C.buffer_in(dst, ("sbuf",), I, "dst", _WHY)
-    C.buffer_in(on_true_tile, ("sbuf",), I, "on_true_tile", _WHY)
+    C.sbuf_operands(I, _WHY, dst=dst, on_true_tile=on_true_tile)
     C.same_partitions(on_true_tile, dst, I, "on_true_tile", "dst")
     C.same_free(on_true_tile, dst, I, "on_true_tile", "dst")
     cmp = as_op(cmp_op if cmp_op is not None else "equal")
@@ -72,11 +68,7 @@ def tensor_partition_reduce(dst, op, data, name=None, **kw):
     """dst[1, F] = reduce(op) of data[P, F] across partitions (GpSimd)."""
     I = "nisa.tensor_partition_reduce"
     run = current(I)
-    from ..language.math import as_op
-    C.tensor(dst, I, "dst")
-    C.tensor(data, I, "data")
-    C.buffer_in(dst, ("sbuf",), I, "dst", _WHY)
-    C.buffer_in(data, ("sbuf",), I, "data", _WHY)
+    C.sbuf_operands(I, _WHY, dst=dst, data=data)
     o = as_op(op)
     if o is None or o.reduce is None:
         raise_error("err_unsupported_op", f"{op!r} cannot reduce", instruction=I, operand="op")

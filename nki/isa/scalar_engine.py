@@ -5,8 +5,10 @@ import numbers
 
 import numpy as np
 
+from .._core.ops import as_op
+from .._core.tensor import NkiTensor
 from ..errors import raise_error
-from ..language import dtypes as dt
+from .._core import dtypes as dt
 from ..simulator import checks as C
 from ..simulator import engine_io as io
 from ..simulator.context import current
@@ -17,7 +19,6 @@ _BIAS_DTYPES = (dt.float32, dt.float16, dt.bfloat16)
 
 
 def _act_op(op, instr):
-    from ..language.math import as_op
     o = as_op(op)
     if o is None or not o.act:
         raise_error("err_unsupported_op", f"{op!r} is not an activation function (e.g. nl.exp, "
@@ -26,7 +27,6 @@ def _act_op(op, instr):
 
 
 def _check_bias(bias, data, instr):
-    from ..language.tensor import NkiTensor
     if bias is None:
         return
     if not isinstance(bias, NkiTensor) or not bias.buffer.on_chip or bias.dtype not in _BIAS_DTYPES \
@@ -42,7 +42,6 @@ def _check_bias(bias, data, instr):
 
 
 def _check_scale(scale, data, instr):
-    from ..language.tensor import NkiTensor
     if isinstance(scale, numbers.Number) and not isinstance(scale, bool):
         return
     if not isinstance(scale, NkiTensor) or not scale.buffer.on_chip or scale.dtype != dt.float32:
@@ -90,7 +89,6 @@ def _activation(dst, op, data, bias, scale, reduce_op, reduce_res, cmd, I):
             cmd = RC.reset_reduce
     rop = None
     if cmd != RC.idle:
-        from ..language.math import as_op
         rop = as_op(reduce_op if reduce_op is not None else "add")
         if rop is None or rop.name not in ("add", "maximum", "minimum"):
             raise_error("err_unsupported_op", f"reduce_op {reduce_op!r}; the accumulators support "

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import raise_error
-from ..language import dtypes as dt
+from .._core import dtypes as dt
 from ..simulator import checks as C
 from ..simulator import engine_io as io
 from ..simulator.context import current

@@ -11,8 +11,9 @@ import numbers
 
 import numpy as np
 
+from .._core.ops import as_op
 from ..errors import raise_error
-from ..language import dtypes as dt
+from .._core import dtypes as dt
 from ..simulator import checks as C
 from ..simulator import engine_io as io
 from ..simulator.context import current
@@ -21,7 +22,6 @@ from .enums import engine as E
 
 
 def _op(op, instr, operand="op", kinds=("alu",)):
-    from ..language.math import as_op
     o = as_op(op)
     if o is None or not any(getattr(o, k) for k in kinds):
         raise_error("err_unsupported_op", f"{op!r} is not an ALU operator usable here "
@@ -104,9 +104,7 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     """
     I = "nisa.tensor_scalar"
     run = current(I)
-    C.on_chip_operands(I, "Vector", dst=dst, data=data)
-    C.same_partitions(data, dst, I, "data", "dst")
-    C.same_free(data, dst, I, "data", "dst")
+    C.same_elements_on_chip(I, "Vector", dst, data, "data")
     o0 = _op(op0, I, "op0")
     o1 = _op(op1, I, "op1") if op1 is not None else None
     vecs = [x for x in (operand0, operand1) if not isinstance(x, numbers.Number) and x is not None]
@@ -214,12 +212,7 @@ def tensor_copy(dst, src, engine=E.unknown, name=None, **kw):
     """Copy between SBUF/PSUM tiles (e.g. PSUM eviction), casting to dst.dtype."""
     I = "nisa.tensor_copy"
     run = current(I)
-    C.tensor(dst, I, "dst")
-    C.tensor(src, I, "src")
-    C.on_chip(src, I, "src", "Vector")
-    C.on_chip(dst, I, "dst", "Vector")
-    C.same_partitions(src, dst, I, "src", "dst")
-    C.same_free(src, dst, I, "src", "dst")
+    C.same_elements_on_chip(I, "Vector", dst, src, "src")
     eng = _engine_for(engine, [(dst, "dst"), (src, "src")], I)
     if run.compute:
         io.write(dst, io.read(src).reshape(dst.shape) if dt.is_float(src.dtype) or
@@ -250,9 +243,7 @@ def reciprocal(dst, data, name=None, **kw):
     """dst = 1 / data (Vector engine)."""
     I = "nisa.reciprocal"
     run = current(I)
-    C.on_chip_operands(I, "Vector", dst=dst, data=data)
-    C.same_partitions(data, dst, I, "data", "dst")
-    C.same_free(data, dst, I, "data", "dst")
+    C.same_elements_on_chip(I, "Vector", dst, data, "data")
     if run.compute:
         with np.errstate(all="ignore"):
             io.write(dst, (1.0 / io.read(data)).reshape(dst.shape), I)
@@ -264,10 +255,7 @@ def reciprocal(dst, data, name=None, **kw):
 def tensor_unary(dst, op, data, engine=E.unknown, instr="nisa.tensor_scalar"):
     """Internal: a unary ALU op (logical_not, invert, ceil, ...) as one Vector/GpSimd instruction."""
     run = current(instr)
-    C.on_chip(dst, instr, "dst", "Vector")
-    C.on_chip(data, instr, "data", "Vector")
-    C.same_partitions(data, dst, instr, "data", "dst")
-    C.same_free(data, dst, instr, "data", "dst")
+    C.same_elements_on_chip(instr, "Vector", dst, data, "data")
     eng = _engine_for(engine, [(dst, "dst"), (data, "data")], instr)
     if run.compute:
         rd = io.read_exact if (dt.is_int(data.dtype) and op.int_ok) else io.read

@@ -7,7 +7,7 @@ import numbers
 
 from ..errors import raise_error
 from ..simulator import checks as C
-from . import dtypes as dt
+from .._core import dtypes as dt
 from . import math as M
 
 __all__ = ["softmax", "rms_norm", "where", "broadcast_to", "expand_dims", "dropout"]

@@ -11,9 +11,9 @@ import numpy as np
 from ..errors import raise_error
 from ..simulator.context import current
 from ..simulator.memory import Storage
-from . import buffers as B
-from . import dtypes as dt
-from .tensor import NkiTensor, _c_strides
+from .._core import buffers as B
+from .._core import dtypes as dt
+from .._core.tensor import NkiTensor, _c_strides
 
 __all__ = ["ndarray", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like",
            "empty_like", "shared_constant", "shared_identity_matrix", "rand", "random_seed"]

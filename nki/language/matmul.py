@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from ..simulator import checks as C
-from . import buffers as B
-from . import dtypes as dt
+from .._core import buffers as B
+from .._core import dtypes as dt
 
 __all__ = ["matmul", "transpose"]
 

@@ -5,8 +5,9 @@ import numbers
 
 from ..errors import raise_error
 from ..simulator import checks as C
-from . import buffers as B
-from . import dtypes as dt
+from .._core import buffers as B
+from .._core import dtypes as dt
+from .._core.ops import register_language
 
 __all__ = ["load", "store", "copy", "load_transpose2d"]
 
@@ -79,7 +80,7 @@ def assign(dst, value) -> None:
     """``t[idx] = value``: a DMA when HBM is involved, else a tensor_copy / memset."""
     from ..isa.dma import _dma
     from ..isa.vector_engine import memset, tensor_copy
-    from .tensor import NkiTensor
+    from .._core.tensor import NkiTensor
     api = "tensor.__setitem__"
     if isinstance(value, numbers.Number):
         if dst.buffer.hbm:
@@ -100,3 +101,6 @@ def assign(dst, value) -> None:
     if value.shape != dst.shape and value.size != dst.size:
         value = value.broadcast_to(dst.shape)
     tensor_copy(dst, value)
+
+
+register_language(assign=assign)   # what ``t[idx] = value`` does (see nki._core.ops)

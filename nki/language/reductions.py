@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..simulator import checks as C
-from . import dtypes as dt
+from .._core import dtypes as dt
 from . import math as M
 
 __all__ = ["sum", "max", "min", "prod", "mean", "var", "all"]

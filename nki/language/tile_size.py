@@ -2,13 +2,7 @@
 from __future__ import annotations
 
 from .. import _env
-from ..targets import TARGETS
-
-
-def _target():
-    from ..simulator.context import current_or_none
-    run = current_or_none()
-    return run.target if run is not None else TARGETS[_env.default_target()]
+from ..simulator.context import current_target as _target
 
 
 class _TileSize:

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import numbers
 
+from .._core.tensor import NkiTensor
 from ..errors import raise_error
 
 PMAX = 128
 
 
 def tensor(x, instr: str, operand: str):
-    from ..language.tensor import NkiTensor
     if not isinstance(x, NkiTensor):
         raise TypeError(f"{instr}: operand '{operand}' must be an NKI tensor, got {type(x).__name__}")
     return x
@@ -109,3 +109,19 @@ def on_chip_operands(instr: str, engine: str, **operands) -> None:
         tensor(x, instr, name)
     for name, x in operands.items():
         on_chip(x, instr, name, engine)
+
+
+def same_elements_on_chip(instr: str, engine: str, dst, src, src_name: str) -> None:
+    """The checks of a one-source element-wise instruction: both operands NKI tensors in
+    SBUF/PSUM, and ``src`` with dst's partitions and elements per partition."""
+    on_chip_operands(instr, engine, dst=dst, **{src_name: src})
+    same_partitions(src, dst, instr, src_name, "dst")
+    same_free(src, dst, instr, src_name, "dst")
+
+
+def sbuf_operands(instr: str, why: str, **operands) -> None:
+    """Each operand is an NKI tensor in SBUF (the GpSimd engine accesses no other memory)."""
+    for name, x in operands.items():
+        tensor(x, instr, name)
+    for name, x in operands.items():
+        buffer_in(x, ("sbuf",), instr, name, why)

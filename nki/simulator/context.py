@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import _env
 from ..errors import raise_error
-from ..targets import Target
+from ..targets import TARGETS, Target
 from .cost import CostModel
 from .memory import PsumAllocator, SbufAllocator
 
@@ -55,6 +55,12 @@ def current(api: str = "") -> Run:
 
 def current_or_none() -> Run | None:
     return getattr(_tls, "run", None)
+
+
+def current_target() -> Target:
+    """The running kernel's target, else the default (``NEURON_PLATFORM_TARGET_OVERRIDE`` or trn2)."""
+    run = current_or_none()
+    return run.target if run is not None else TARGETS[_env.default_target()]
 
 
 class activate:

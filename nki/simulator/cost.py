@@ -22,7 +22,7 @@ import bisect
 from collections import defaultdict
 
 
-from ..language import dtypes as dt
+from .._core import dtypes as dt
 
 STATIC_CYCLES = 100
 MM_MIN_CYCLES = 64

@@ -3,27 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._core import dtypes as dt
+from .._core.tensor import np_view
 from ..errors import raise_error
-from ..language import dtypes as dt
 
 _as_strided = np.lib.stride_tricks.as_strided
-
-
-def np_view(t) -> np.ndarray:
-    """A writable numpy view of tensor ``t`` in its storage (physical) dtype."""
-    st = t._st
-    flat = st.flat
-    if t.dtype != st.dtype or (dt.is_tf32(t.dtype) != dt.is_tf32(st.dtype)):
-        phys = dt.storage_dtype(t.dtype, st.np_dtype == st.dtype or dt.is_tf32(st.dtype))
-        if phys.itemsize != st.np_dtype.itemsize:
-            raise NotImplementedError("view(dtype) across physical sizes needs NKI_PRECISE_FP=1")
-        flat = flat.view(phys)
-    isz = flat.dtype.itemsize
-    strides = [s * isz for s in t.strides]
-    if flat.dtype.num >= 256:           # ml_dtypes (user) types: stride through a uint view
-        raw = flat.view(f"u{isz}")
-        return _as_strided(raw[t.offset:], shape=t.shape, strides=strides).view(flat.dtype)
-    return _as_strided(flat[t.offset:], shape=t.shape, strides=strides)
 
 
 def read(t) -> np.ndarray:

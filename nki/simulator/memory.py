@@ -14,7 +14,7 @@ import weakref
 import numpy as np
 
 from ..errors import raise_error
-from ..language import dtypes as dt
+from .._core import dtypes as dt
 
 _ids = itertools.count(1)
 INT_SENTINEL = 4

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import raise_error
-from ..language import buffers as B
-from ..language import dtypes as dt
-from ..language.tensor import NkiTensor, _c_strides
+from .._core import buffers as B
+from .._core import dtypes as dt
+from .._core.tensor import NkiTensor, _c_strides
 from ..targets import get_target
 from ..typing import TensorType
 from . import engine_io as io

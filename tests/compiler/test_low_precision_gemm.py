@@ -14,6 +14,7 @@ import pytest
 import torch
 from torch._inductor.utils import run_and_get_code
 
+from tests.device.test_low_precision_gemm import check_causal_attention_in_fp32_mode
 from torch_neuronx.runtime import host_gemm
 
 DTYPES = [torch.bfloat16, torch.float16]
@@ -168,22 +169,10 @@ def test_fp32_matmuls_are_not_rewritten():
 def test_fp32_mode_compiled_attention(dtype):
     """CPU flash attention in a compiled graph (forward and backward) runs on fp32 operands with
     one rounding of each bf16/fp16 result, as eager does."""
-    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
-    flash_backward = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
     q, k, v, go = (_rand(dtype, 2, 4, 16, 8, seed=s) for s in range(4))
-    out32, lse = flash(q.float(), k.float(), v.float(), 0.0, True)
-    out = out32.to(dtype)
-    grads = [t.to(dtype) for t in flash_backward(go.float(), q.float(), k.float(), v.float(), out.float(), lse,
-                                                  0.0, True)]
-    qn, kn, vn = (t.to("neuron").requires_grad_() for t in (q, k, v))
     f = torch.compile(lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
                       backend="neuron", dynamic=False)
-    with gemm_mode("fp32"):
-        y = f(qn, kn, vn)
-        y.backward(go.to("neuron"))
-    assert torch.equal(y.detach().cpu(), out)
-    for want, got in zip(grads, (qn.grad, kn.grad, vn.grad)):
-        assert torch.equal(got.cpu(), want)
+    check_causal_attention_in_fp32_mode(f, q, k, v, go)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -213,13 +213,24 @@ def test_attention_fp32_mode(dtype):
     """CPU flash attention's block GEMMs are bf16/fp16 GEMMs: under fp32 it runs on fp32 operands
     and rounds its outputs once (forward and backward)."""
     q, k, v, go = _operands(dtype, (2, 4, 16, 8), (2, 4, 16, 8), (2, 4, 16, 8), (2, 4, 16, 8), seed=3)
+    check_causal_attention_in_fp32_mode(_causal_attention, q, k, v, go)
+
+
+def _causal_attention(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def check_causal_attention_in_fp32_mode(attention, q, k, v, go):
+    """``attention(q, k, v)`` on neuron under gemm mode fp32 (eager or compiled) equals CPU flash
+    attention on fp32 operands with each output rounded once, forward and backward."""
+    dtype = q.dtype
     out32, lse = _FLASH(q.float(), k.float(), v.float(), 0.0, True)
     out = out32.to(dtype)
     grads = [t.to(dtype) for t in _FLASH_BACKWARD(go.float(), q.float(), k.float(), v.float(), out.float(), lse,
                                                    0.0, True)]
     qn, kn, vn = (t.to("neuron").requires_grad_() for t in (q, k, v))
     with gemm_mode("fp32"):
-        y = F.scaled_dot_product_attention(qn, kn, vn, is_causal=True)
+        y = attention(qn, kn, vn)
         y.backward(go.to("neuron"))
     assert torch.equal(y.detach().cpu(), out)
     for want, got in zip(grads, (qn.grad, kn.grad, vn.grad)):

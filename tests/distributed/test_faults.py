@@ -34,6 +34,14 @@ def _mismatch(rank, world):
     return str(shapes.value), str(dtypes.value)
 
 
+def _run_with_default_checks(monkeypatch, fn):
+    """Runs ``fn`` on 2 ranks without any debug setting (gloo alone would abort the receiving
+    rank): the default collective checks must name the mismatch."""
+    monkeypatch.delenv("TORCH_DISTRIBUTED_DEBUG", raising=False)
+    monkeypatch.delenv("TORCH_NEURONX_COLLECTIVE_CHECKS", raising=False)
+    run_ranks(fn, 2, pg_timeout=SHORT)
+
+
 def _mismatch_default(rank, world):
     shapes, dtypes = _mismatch(rank, world)
     # our own check (default): names every rank's call
@@ -43,10 +51,7 @@ def _mismatch_default(rank, world):
 
 
 def test_mismatched_shapes_and_dtypes_give_clear_error_by_default(monkeypatch):
-    # without any debug setting: gloo alone would abort the receiving rank
-    monkeypatch.delenv("TORCH_DISTRIBUTED_DEBUG", raising=False)
-    monkeypatch.delenv("TORCH_NEURONX_COLLECTIVE_CHECKS", raising=False)
-    run_ranks(_mismatch_default, 2, pg_timeout=SHORT)
+    _run_with_default_checks(monkeypatch, _mismatch_default)
 
 
 def _mismatch_after_many_calls(rank, world):
@@ -69,9 +74,7 @@ def _mismatch_after_many_calls(rank, world):
 
 
 def test_mismatch_late_in_a_group_is_caught_by_default(monkeypatch):
-    monkeypatch.delenv("TORCH_NEURONX_COLLECTIVE_CHECKS", raising=False)
-    monkeypatch.delenv("TORCH_DISTRIBUTED_DEBUG", raising=False)
-    run_ranks(_mismatch_after_many_calls, 2, pg_timeout=SHORT)
+    _run_with_default_checks(monkeypatch, _mismatch_after_many_calls)
 
 
 def _p2p_mismatch(rank, world):
@@ -117,9 +120,7 @@ def _p2p_mismatch(rank, world):
 
 
 def test_send_recv_mismatch_gives_clear_error(monkeypatch):
-    monkeypatch.delenv("TORCH_NEURONX_COLLECTIVE_CHECKS", raising=False)
-    monkeypatch.delenv("TORCH_DISTRIBUTED_DEBUG", raising=False)
-    run_ranks(_p2p_mismatch, 2, pg_timeout=SHORT)
+    _run_with_default_checks(monkeypatch, _p2p_mismatch)
 
 
 def test_mismatched_shapes_and_dtypes_give_clear_error_with_debug_detail(monkeypatch):

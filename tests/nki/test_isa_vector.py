@@ -38,41 +38,27 @@ def test_int32_exact_on_gpsimd():
     np.testing.assert_array_equal(out, a ^ b)
 
 
-def test_tensor_tensor_rules(expect_code):
-    def mismatch(a):
-        x = nl.ndarray((64, 8), nl.float32, buffer=nl.sbuf)
-        y = nl.ndarray((32, 8), nl.float32, buffer=nl.sbuf)
-        nisa.tensor_tensor(x, x, y, op=nl.add)
-    expect_code("err_num_partition_mismatch", mismatch, np.zeros(1, np.float32))
+# (expected code, dst, data1, data2, options): each operand is a fresh float32 tile (buffer, shape)
+# or "a", the kernel's HBM argument [4, 4].
+TENSOR_TENSOR_RULES = {
+    "partition_mismatch": ("err_num_partition_mismatch", ("sbuf", (64, 8)), ("sbuf", (64, 8)), ("sbuf", (32, 8)), {}),
+    "two_psum_inputs": ("err_unsupported_memory", ("sbuf", (64, 8)), ("psum", (64, 8)), ("psum", (64, 8)), {}),
+    "hbm_inputs": ("err_unsupported_memory", ("sbuf", (4, 4)), "a", "a", {}),
+    "gpsimd_reads_psum": ("err_unsupported_memory", ("sbuf", (64, 8)), ("psum", (64, 8)), ("sbuf", (64, 8)),
+                          {"engine": nisa.engine.gpsimd}),
+    "not_an_alu_op": ("err_unsupported_op", ("sbuf", (64, 8)), ("sbuf", (64, 8)), ("sbuf", (64, 8)), {"op": nl.exp}),
+    "free_size_mismatch": ("err_shape_mismatch", ("sbuf", (64, 8)), ("sbuf", (64, 8)), ("sbuf", (64, 4)), {}),
+}
 
-    def two_psum(a):
-        x = nl.ndarray((64, 8), nl.float32, buffer=nl.psum)
-        y = nl.ndarray((64, 8), nl.float32, buffer=nl.psum)
-        d = nl.ndarray((64, 8), nl.float32, buffer=nl.sbuf)
-        nisa.tensor_tensor(d, x, y, op=nl.add)
-    expect_code("err_unsupported_memory", two_psum, np.zeros(1, np.float32))
 
-    def on_hbm(a):
-        d = nl.ndarray(a.shape, nl.float32, buffer=nl.sbuf)
-        nisa.tensor_tensor(d, a, a, op=nl.add)
-    expect_code("err_unsupported_memory", on_hbm, np.zeros((4, 4), np.float32))
+@pytest.mark.parametrize("case", TENSOR_TENSOR_RULES)
+def test_tensor_tensor_rules(expect_code, case):
+    code, *operands, options = TENSOR_TENSOR_RULES[case]
 
-    def gpsimd_psum(a):
-        x = nl.ndarray((64, 8), nl.float32, buffer=nl.psum)
-        d = nl.ndarray((64, 8), nl.float32, buffer=nl.sbuf)
-        nisa.tensor_tensor(d, x, d, op=nl.add, engine=nisa.engine.gpsimd)
-    expect_code("err_unsupported_memory", gpsimd_psum, np.zeros(1, np.float32))
-
-    def not_alu(a):
-        d = nl.ndarray((64, 8), nl.float32, buffer=nl.sbuf)
-        nisa.tensor_tensor(d, d, d, op=nl.exp)
-    expect_code("err_unsupported_op", not_alu, np.zeros(1, np.float32))
-
-    def free_mismatch(a):
-        x = nl.ndarray((64, 8), nl.float32, buffer=nl.sbuf)
-        y = nl.ndarray((64, 4), nl.float32, buffer=nl.sbuf)
-        nisa.tensor_tensor(x, x, y, op=nl.add)
-    expect_code("err_shape_mismatch", free_mismatch, np.zeros(1, np.float32))
+    def k(a):
+        dst, x, y = (a if o == "a" else nl.ndarray(o[1], nl.float32, buffer=getattr(nl, o[0])) for o in operands)
+        nisa.tensor_tensor(dst, x, y, **{"op": nl.add, **options})
+    expect_code(code, k, np.zeros((4, 4), np.float32))
 
 
 def test_tensor_scalar_scalars_vectors_and_reverse(rng):

@@ -8,6 +8,7 @@ import torch
 
 import nki
 import nki.language as nl
+from nki.examples.tensor_add import tensor_add_tile as add_kernel  # noqa: F401  (c = a + b, one tile)
 
 _ENV = ("NKI_SIMULATOR", "NEURON_PLATFORM_TARGET_OVERRIDE", "NKI_PRECISE_FP", "NKI_CHECK_CAPACITY",
         "LOCAL_KERNELS")
@@ -17,13 +18,6 @@ _ENV = ("NKI_SIMULATOR", "NEURON_PLATFORM_TARGET_OVERRIDE", "NKI_PRECISE_FP", "N
 def _clean_env(monkeypatch):
     for k in _ENV:
         monkeypatch.delenv(k, raising=False)
-
-
-@nki.jit
-def add_kernel(a, b):
-    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
-    nl.store(out, nl.add(nl.load(a), nl.load(b)))
-    return out
 
 
 @nki.jit

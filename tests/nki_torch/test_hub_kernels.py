@@ -1,6 +1,7 @@
 """Hugging Face `kernels` (0.17) loads our NKI kernel repository offline: build/torch-neuron/
 is chosen over torch-universal, and kernelize(model, device="neuron") swaps an RMSNorm."""
 import copy
+import sys
 from pathlib import Path
 
 import torch
@@ -8,24 +9,12 @@ from torch import nn
 
 import kernels
 from tests.nki_torch.conftest import neuron
-from kernels import LocalLayerRepository, Mode, kernelize, use_kernel_forward_from_hub, use_kernel_mapping
+from kernels import LocalLayerRepository, Mode, kernelize, use_kernel_mapping
 
 ROOT = Path(__file__).resolve().parents[2]
-REPO = ROOT / "examples" / "nki_kernel_repo"
-
-
-@use_kernel_forward_from_hub("RMSNorm")
-class RMSNorm(nn.Module):
-    def __init__(self, hidden_size, eps=1e-6):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(hidden_size))
-        self.variance_epsilon = eps
-
-    def forward(self, hidden_states):
-        dtype = hidden_states.dtype
-        h = hidden_states.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
-        return self.weight * h.to(dtype)
+sys.path.insert(0, str(ROOT / "examples"))
+# The example's LlamaRMSNorm (decorated for the Hub layer "RMSNorm") and its kernel repository.
+from nki_rmsnorm_hub import REPO, RMSNorm  # noqa: E402
 
 
 class Net(nn.Module):

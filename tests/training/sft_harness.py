@@ -11,6 +11,8 @@ import signal
 import subprocess
 import sys
 
+from tests.clients.harness import finish as _finish  # waits to a deadline, then kills the group
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 SCRIPT = os.path.join(REPO, "examples", "sft_neuron_example.py")
@@ -36,16 +38,6 @@ def _env(extra: dict | None) -> dict:
 def _start(cmd: list[str], env: dict) -> subprocess.Popen:
     return subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
-
-
-def _finish(proc: subprocess.Popen, timeout: float) -> subprocess.CompletedProcess:
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        raise AssertionError(f"{' '.join(proc.args[:6])}... did not finish in {timeout}s:\n{out[-6000:]}")
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
 
 
 def run(cmd: list[str], env: dict, timeout: float = RUN_TIMEOUT_S) -> subprocess.CompletedProcess:

@@ -18,10 +18,16 @@ Each wraps the library's function once (`torch_neuronx._wrap.wrap_once`), keepin
 | `trl_device_map` | `trl.trainer.utils.create_model_from_path` | TRL's default device_map: one core per process (MULTI_NEURON like MULTI_GPU; one process: the current core when the model fits) |
 | `accelerate_state` | `PartialState.__init__` | a launched rank with misconfigured cores stops instead of training alone on CPU |
 | `context_parallel` | torch's context-parallel op handlers and `context_parallel` | ring attention for the CPU flash op neuron's SDPA runs; a mesh on the wrong device is refused |
+
+Public (``__all__``): ``install()`` (called at registration) and the module ``tiny_models``
+(``build_tiny_model``: offline tiny models for examples and tests). The adapters above and
+``_post_import`` are internal: each patches its library when that library is imported.
 """
 from __future__ import annotations
 
 import importlib
+
+__all__ = ["install", "tiny_models"]
 
 # module whose import triggers the adapter -> the adapter module here (each has `patch(module)`)
 _ADAPTERS = {

@@ -5,10 +5,16 @@ contract that the C++ core does not cover: ops whose only in-tree kernels are
 CUDA ones, or that PyTorch asks every backend to answer for itself. Python is
 used where the per-call cost is small next to the op (once per parameter move,
 once per RNN time step, once per attention call).
+
+Public (``__all__``, for the layers above): ``register()`` (called at registration) and
+``output_shapes(op_name)`` (how the planner shapes an op without running it). The kernel files
+(shallow_copy, rnn_cells, sdpa_overrideable, flash_varlen, grouped_mm) are internal.
 """
 from __future__ import annotations
 
 import torch
+
+__all__ = ["output_shapes", "register"]
 
 _LIB: list[torch.library.Library] = []  # kept alive: dropping a Library unregisters it
 

@@ -8,6 +8,10 @@
   ``torch.compile``); :func:`wrap_nki` is TorchNeuron's explicit-launch spelling.
 
 Importing this package is cheap: it imports ``nki`` (no numpy) and defers the rest.
+
+Public (``__all__``): ``nki_op``, ``wrap_nki`` (also ``torch_neuronx.nki_op`` /
+``torch_neuronx.wrap_nki``) and ``install()`` (called at registration). handler, op and dtypes
+are internal.
 """
 from __future__ import annotations
 

@@ -1,25 +1,15 @@
 """torch <-> numpy dtype mapping for NKI (bf16/fp8 through ml_dtypes)."""
 from __future__ import annotations
 
-import ml_dtypes
+import nki.language as nl
 import numpy as np
 import torch
 
-_PAIRS = [
-    (torch.float32, np.dtype(np.float32)),
-    (torch.float16, np.dtype(np.float16)),
-    (torch.bfloat16, np.dtype(ml_dtypes.bfloat16)),
-    (torch.int8, np.dtype(np.int8)),
-    (torch.int16, np.dtype(np.int16)),
-    (torch.int32, np.dtype(np.int32)),
-    (torch.uint8, np.dtype(np.uint8)),
-    (torch.uint16, np.dtype(np.uint16)),
-    (torch.uint32, np.dtype(np.uint32)),
-    (torch.bool, np.dtype(np.bool_)),
-    (torch.float8_e4m3fn, np.dtype(ml_dtypes.float8_e4m3fn)),
-    (torch.float8_e5m2, np.dtype(ml_dtypes.float8_e5m2)),
-    (torch.float8_e8m0fnu, np.dtype(ml_dtypes.float8_e8m0fnu)),
-]
+# The NKI dtypes torch also has, by the name both use (NKI's bool_ is torch.bool); NKI-only
+# types (tfloat32, trn2-style float8_e4m3) have no torch equivalent.
+_SHARED = ("float32", "float16", "bfloat16", "int8", "int16", "int32", "uint8", "uint16", "uint32",
+           "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu")
+_PAIRS = [(getattr(torch, name), getattr(nl, name)) for name in _SHARED] + [(torch.bool, nl.bool_)]
 _TO_NP = dict(_PAIRS)
 _TO_TORCH = {n: t for t, n in _PAIRS}
 # dtypes numpy cannot view directly: reinterpret through an integer of the same size

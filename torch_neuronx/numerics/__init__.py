@@ -4,6 +4,14 @@
 environment; check and trainium install one dispatch mode (dispatch_mode.py) for the
 life of the process, behind the C++ filter (cpp_filter.py) that keeps ops which
 cannot differ out of Python. See docs/numerics.md.
+
+Public (``__all__``): ``settings()`` and ``mode()`` (the settings in force, a ``NumericsConfig``),
+``install()`` (startup), ``numerics_report()``, ``findings()``, ``exposure()``,
+``reset_findings()`` (what check mode found) and ``key_fields()`` (the settings a compiled
+program depends on). ``python -m torch_neuronx.numerics.sweep`` is the op sweep command. One
+file per Trainium difference (float64, int64, int_via_fp32, fp8, stochastic_rounding,
+collectives) and the dispatch machinery (dispatch_mode, cpp_filter, recompute, report) are
+internal.
 """
 from __future__ import annotations
 
@@ -13,6 +21,9 @@ import warnings
 
 from . import config as _config_mod
 from .config import NumericsConfig
+
+__all__ = ["NumericsConfig", "exposure", "findings", "install", "key_fields", "mode", "numerics_report",
+           "reset_findings", "settings"]
 
 _state: dict = {"config": None, "mode": None, "error": None}
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ml_dtypes
 import torch
 
-from nki.language.dtypes import float8_e4m3 as _NKI_TRN2_E4M3
+from nki.language import float8_e4m3 as _NKI_TRN2_E4M3
 
 from . import report
 

@@ -42,23 +42,23 @@ def _to_int(src: torch.Tensor, dtype) -> torch.Tensor:
     return src.clamp(info.min, info.max).to(dtype) if src.is_floating_point() else src.to(dtype)
 
 
-def emulate(func, args, kwargs, out, snapshot) -> None:
+def _outputs_and_fp32_runs(func, args, kwargs, out, snapshot):
+    """(output on neuron, the same output computed with integer operands cast to float32) pairs."""
     a, k = snapshot if snapshot is not None else (args, kwargs)
     out32 = recompute.run_cast(func, a, k, _CAST)
     got = recompute.neuron_outputs(func, args, kwargs, out)
     emulated = recompute.neuron_outputs(func, a, k, out32) if snapshot is not None else \
         recompute.flat_tensors(out32)
-    for dst, src in zip(got, emulated):
+    return zip(got, emulated)
+
+
+def emulate(func, args, kwargs, out, snapshot) -> None:
+    for dst, src in _outputs_and_fp32_runs(func, args, kwargs, out, snapshot):
         dst.copy_(_to_int(src, dst.dtype))
 
 
 def check(func, args, kwargs, out, snapshot) -> None:
-    a, k = snapshot if snapshot is not None else (args, kwargs)
-    out32 = recompute.run_cast(func, a, k, _CAST)
-    got = recompute.neuron_outputs(func, args, kwargs, out)
-    emulated = recompute.neuron_outputs(func, a, k, out32) if snapshot is not None else \
-        recompute.flat_tensors(out32)
-    for dst, src in zip(got, emulated):
+    for dst, src in _outputs_and_fp32_runs(func, args, kwargs, out, snapshot):
         if src.dtype == torch.float32 and dst.dtype in INT_DTYPES:
             differs = _to_int(src, dst.dtype) != dst
             if bool(differs.any()):

@@ -12,6 +12,11 @@ Users: `get_fallback_ops()` (tools/op_tracking.py), the estimate's fallback char
 (estimate/fallbacks.py), the planner's per-call-site list (plan/fallbacks.py) and the strict mode
 `TORCH_NEURONX_STRICT_OPS=1` (strict.py). `python -m torch_neuronx.ops_support --markdown` writes
 docs/op-support.md.
+
+Public (``__all__``): the statuses ``Y``, ``CPU_FALLBACK``, ``N``, ``STATUSES``; the table
+(``ROWS``, ``Row``, ``DEFAULTS``, ``SOURCES``, ``PAGE_URL``, ``RELEASE``); the queries
+``classify``, ``classify_call``, ``status``, ``is_core_aten``, ``dtype_names``; ``markdown()``.
+``strict`` (TORCH_NEURONX_STRICT_OPS) and ``doc`` are internal.
 """
 from __future__ import annotations
 

@@ -12,8 +12,11 @@ import numpy as np
 
 from ..errors import raise_error
 from . import dtypes as dt
+from . import ops
 
-__all__ = ["NkiTensor", "ds"]
+_as_strided = np.lib.stride_tricks.as_strided
+
+__all__ = ["NkiTensor", "ds", "np_view"]
 
 
 def ds(start, size):
@@ -82,8 +85,7 @@ class NkiTensor:
                 f"dtype={dt.name_of(self.dtype)}, buffer={self.buffer!r})")
 
     def __array__(self, dtype=None, copy=None):
-        from ..simulator import engine_io
-        a = np.array(engine_io.np_view(self))
+        a = np.array(np_view(self))
         return a.astype(dtype) if dtype is not None else a
 
     def is_contiguous(self) -> bool:
@@ -172,9 +174,7 @@ class NkiTensor:
         return self._view(off, shape, strides)
 
     def __setitem__(self, idx, value):
-        dst = self[idx]
-        from . import movement
-        movement.assign(dst, value)
+        ops.language("assign")(self[idx], value)
 
     # ------------------------------------------------------------------- views
     def slice(self, dim, start, end, step=1):
@@ -301,9 +301,9 @@ class NkiTensor:
         return self._view(off, [n for _, n in pattern], [s for s, _ in pattern])
 
     # ------------------------------------------------------- python operators
+    # The operators are the nl.* element-wise functions (see nki._core.ops).
     def _bin(self, other, fname, reverse=False):
-        from . import math as m
-        f = getattr(m, fname)
+        f = getattr(ops, fname)
         return f(other, self) if reverse else f(self, other)
 
     def __add__(self, o): return self._bin(o, "add")
@@ -318,21 +318,35 @@ class NkiTensor:
     def __neg__(self): return self._bin(-1.0, "multiply")
 
     def __iadd__(self, o):
-        from . import math as m
-        m.add(self, o, out=self)
+        ops.add(self, o, out=self)
         return self
 
     def __isub__(self, o):
-        from . import math as m
-        m.subtract(self, o, out=self)
+        ops.subtract(self, o, out=self)
         return self
 
     def __imul__(self, o):
-        from . import math as m
-        m.multiply(self, o, out=self)
+        ops.multiply(self, o, out=self)
         return self
 
     def same_view(self, other) -> bool:
         return (isinstance(other, NkiTensor) and other._st is self._st
                 and other.offset == self.offset and other.shape == self.shape
                 and other.strides == self.strides and other.dtype == self.dtype)
+
+
+def np_view(t) -> np.ndarray:
+    """A writable numpy view of tensor ``t`` in its storage (physical) dtype."""
+    st = t._st
+    flat = st.flat
+    if t.dtype != st.dtype or (dt.is_tf32(t.dtype) != dt.is_tf32(st.dtype)):
+        phys = dt.storage_dtype(t.dtype, st.np_dtype == st.dtype or dt.is_tf32(st.dtype))
+        if phys.itemsize != st.np_dtype.itemsize:
+            raise NotImplementedError("view(dtype) across physical sizes needs NKI_PRECISE_FP=1")
+        flat = flat.view(phys)
+    isz = flat.dtype.itemsize
+    strides = [s * isz for s in t.strides]
+    if flat.dtype.num >= 256:           # ml_dtypes (user) types: stride through a uint view
+        raw = flat.view(f"u{isz}")
+        return _as_strided(raw[t.offset:], shape=t.shape, strides=strides).view(flat.dtype)
+    return _as_strided(flat[t.offset:], shape=t.shape, strides=strides)
