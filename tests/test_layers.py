@@ -147,19 +147,12 @@ def upward_imports(graph, table) -> set[tuple[str, str]]:
 
 # Imports against the order that the code still has (importer, imported).
 KNOWN_VIOLATIONS: set[tuple[str, str]] = {
-    ('torch_neuronx.compiler.backend', 'torch_neuronx.estimate.graphs'),
-    ('torch_neuronx.compiler.backend', 'torch_neuronx.numerics'),
-    ('torch_neuronx.compiler.backend', 'torch_neuronx.plan'),
-    ('torch_neuronx.compiler.backend', 'torch_neuronx.plan.compiled'),
-    ('torch_neuronx.compiler.backend', 'torch_neuronx.plan.session'),
-    ('torch_neuronx.compiler.cache', 'torch_neuronx.numerics'),
     ('torch_neuronx.distributed._dynamo_skip', 'torch_neuronx.integrations._post_import'),
     ('torch_neuronx.distributed._registration', 'torch_neuronx.plan.distributed'),
     ('torch_neuronx.distributed._registration', 'torch_neuronx.plan.distributed.switch'),
     ('torch_neuronx.distributed.process_group', 'torch_neuronx.estimate.collectives'),
     ('torch_neuronx.distributed.process_group', 'torch_neuronx.numerics'),
     ('torch_neuronx.distributed.process_group', 'torch_neuronx.numerics.collectives'),
-    ('torch_neuronx.neuron', 'torch_neuronx.compiler'),
     ('torch_neuronx.numerics.sweep', 'torch_neuronx.compat'),
     ('torch_neuronx.numerics.sweep', 'torch_neuronx.compat.worker'),
 }
@@ -198,22 +191,13 @@ KNOWN_FILE_CYCLES: list[list[str]] = [
      'torch_neuronx.plan.distributed.fake_group'],
     ['torch_neuronx.plan.mode',
      'torch_neuronx.plan.syncs'],
-    ['torch_neuronx.compiler',
-     'torch_neuronx.compiler.backend',
-     'torch_neuronx.compiler.host_program',
-     'torch_neuronx.compiler.registration',
-     'torch_neuronx.plan',
-     'torch_neuronx.plan.session'],
     ['torch_neuronx.plan.distributed.launch',
      'torch_neuronx.plan.run'],
     ['torch_neuronx.plan.models.cli',
      'torch_neuronx.plan.models.sweep'],
 ]
 KNOWN_PACKAGE_CYCLES: list[list[str]] = [
-    ['torch_neuronx.compat',
-     'torch_neuronx.compiler',
-     'torch_neuronx.distributed',
-     'torch_neuronx.numerics',
+    ['torch_neuronx.distributed',
      'torch_neuronx.plan'],
 ]
 
