@@ -97,7 +97,7 @@ def _install_compiler_hooks(neuron) -> None:
     when they install or start."""
     from .compiler import hooks, register as register_compiler
 
-    neuron.set_inductor_registration(register_compiler)  # torch.neuron.Scheduling: Inductor met neuron first
+    neuron._set_inductor_registration(register_compiler)  # torch.neuron.Scheduling: Inductor met neuron first
     hooks.graph_observers.register("estimate", _observe_compiled_graph)
 
 

@@ -125,6 +125,18 @@ def test_a_compile_override_wraps_inductor_keys_apart_and_keeps_host_programs_of
     assert hooks.compile_overrides.active() is None
 
 
+def test_a_dry_run_overrides_compiles_while_it_is_active():
+    from torch_neuronx import plan
+
+    with plan.dry_run() as outer:
+        override = hooks.compile_overrides.active()
+        assert override is not None and override.key_field == "dry_run"
+        with plan.dry_run():
+            assert hooks.compile_overrides.active() is not override   # the inner dry run's
+        assert hooks.compile_overrides.active() is override
+    assert outer.report() and hooks.compile_overrides.active() is None
+
+
 def test_overrides_nest_innermost_first():
     outer = hooks.CompileOverride("outer", contextlib.nullcontext)
     inner = hooks.CompileOverride("inner", contextlib.nullcontext)
@@ -170,7 +182,7 @@ def test_bad_registrations_name_the_argument():
     with pytest.raises(TypeError, match="CompileOverride"):
         hooks.compile_overrides.push("dry_run")
     with pytest.raises(TypeError, match="register must be callable"):
-        torch.neuron.set_inductor_registration(None)
+        torch.neuron._set_inductor_registration(None)
 
 
 def test_compiler_and_device_never_peek_at_higher_layers():

@@ -69,10 +69,10 @@ _INDUCTOR_HOOKS = ("Scheduling", "PythonWrapperCodegen")
 _inductor_registration: list = []   # [register]: set once by the compiler's installation
 
 
-def set_inductor_registration(register) -> None:
+def _set_inductor_registration(register) -> None:
     """Hook: `register()` registers neuron with Dynamo and Inductor (called when Inductor asks first)."""
     if not callable(register):
-        raise TypeError(f"set_inductor_registration(register={register!r}): register must be callable")
+        raise TypeError(f"_set_inductor_registration(register={register!r}): register must be callable")
     _inductor_registration[:] = [register]
 
 
