@@ -146,33 +146,16 @@ def upward_imports(graph, table) -> set[tuple[str, str]]:
 
 
 # Imports against the order that the code still has (importer, imported).
-KNOWN_VIOLATIONS: set[tuple[str, str]] = {
-    ('torch_neuronx.compiler.backend', 'torch_neuronx.estimate.graphs'),
-    ('torch_neuronx.compiler.backend', 'torch_neuronx.numerics'),
-    ('torch_neuronx.compiler.backend', 'torch_neuronx.plan'),
-    ('torch_neuronx.compiler.backend', 'torch_neuronx.plan.compiled'),
-    ('torch_neuronx.compiler.backend', 'torch_neuronx.plan.session'),
-    ('torch_neuronx.compiler.cache', 'torch_neuronx.numerics'),
-    ('torch_neuronx.neuron', 'torch_neuronx.compiler'),
-}
+KNOWN_VIOLATIONS: set[tuple[str, str]] = set()
 KNOWN_FILE_CYCLES: list[list[str]] = [
     ['torch_neuronx.plan.mode',
      'torch_neuronx.plan.syncs'],
-    ['torch_neuronx.compiler',
-     'torch_neuronx.compiler.backend',
-     'torch_neuronx.compiler.host_program',
-     'torch_neuronx.compiler.registration',
-     'torch_neuronx.plan',
-     'torch_neuronx.plan.session'],
     ['torch_neuronx.plan.distributed.launch',
      'torch_neuronx.plan.run'],
     ['torch_neuronx.plan.models.cli',
      'torch_neuronx.plan.models.sweep'],
 ]
-KNOWN_PACKAGE_CYCLES: list[list[str]] = [
-    ['torch_neuronx.compiler',
-     'torch_neuronx.plan'],
-]
+KNOWN_PACKAGE_CYCLES: list[list[str]] = []
 
 
 def test_layer_table_covers_every_module():

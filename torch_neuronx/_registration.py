@@ -67,6 +67,7 @@ def _register_device() -> None:
     from .compiler.default_backend import install as _route_default_compile
 
     _route_default_compile()  # torch.compile(f) with no backend= on neuron inputs: backend "neuron"
+    _install_compiler_hooks(neuron)  # what the device layer and the compiler reach above them through
     from .distributed import register_backend as _register_c10d_backend
 
     if _register_c10d_backend():  # c10d backend "neuron"; the process group loads lazily
@@ -84,6 +85,10 @@ def _register_device() -> None:
         from .ops_support.strict import install as _install_strict_ops
 
         _install_strict_ops()  # raise at an op TorchNeuron does not support (docs/op-support.md)
+        from .compiler import hooks as _compiler_hooks
+        from .ops_support.strict import active as _strict_ops_active
+
+        _compiler_hooks.op_by_op.register("strict ops", _strict_ops_active)  # the check sees compiled ops
     if os.environ.get("TORCH_NEURONX_DRY_RUN"):  # imports the planner only when asked for
         from .plan import install as _install_dry_run
 
@@ -119,6 +124,24 @@ def _cost_collectives(cls: type) -> None:
     from .estimate.collectives import observe_process_group
 
     observe_process_group(cls)
+
+
+def _install_compiler_hooks(neuron) -> None:
+    """Hooks the lower layers offer (docs/architecture.md, "Hooks"), filled with higher layers' code,
+    which each loads only when first called. The numerics and the dry run register their own hooks
+    when they install or start."""
+    from .compiler import hooks, register as register_compiler
+
+    neuron._set_inductor_registration(register_compiler)  # torch.neuron.Scheduling: Inductor met neuron first
+    hooks.graph_observers.register("estimate", _observe_compiled_graph)
+
+
+def _observe_compiled_graph(gm, compiled, name: str):
+    """Each call of a compiled graph counts in neuron-top's graph counts and, inside
+    torch_neuronx.estimate(), as one fused program (torch_neuronx/estimate/graphs.py)."""
+    from .estimate.graphs import observe
+
+    return observe(gm, compiled, name)
 
 
 def _install_unavailable_module() -> None:

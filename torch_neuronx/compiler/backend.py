@@ -5,13 +5,12 @@ NeuronCore (registration.py) -> a callable running on neuron memory.
 from __future__ import annotations
 
 import os
-import sys
 import time
 import warnings
 
 import torch
 
-from . import cache, kernel_libraries, metrics, passes, registration
+from . import cache, hooks, kernel_libraries, metrics, passes, registration
 from . import options as options_mod
 
 
@@ -118,24 +117,11 @@ def _numerics_compile(gm, example_inputs):
         gm, example_inputs)
 
 
-def _dry_run_active() -> bool:
-    session = sys.modules.get("torch_neuronx.plan.session")   # never imports the planner
-    return session is not None and session.active() is not None
-
-
-def _strict_ops_active() -> bool:
-    """TORCH_NEURONX_STRICT_OPS: graphs then run op by op, so the strict check sees their ops."""
-    strict = sys.modules.get("torch_neuronx.ops_support.strict")   # loaded only when the variable is set
-    return strict is not None and strict.active()
-
-
 def _compile_static(gm, example_inputs, opts, fn: str, graph_name: str):
     """Compile one static graph through the caches; returns a callable."""
-    from .. import numerics
-
-    dry = _dry_run_active()
-    if numerics.mode() != "host" or _strict_ops_active():
-        fields = opts.key_fields() + (("dry_run",) if dry else ())
+    override = hooks.compile_overrides.active()   # a dry run's (compiler/hooks.py)
+    fields = opts.key_fields() + ((override.key_field,) if override is not None else ())
+    if hooks.any_op_by_op():   # numerics check/trainium, strict op check (compiler/hooks.py)
         key = cache.graph_key(gm, example_inputs, fields) if opts.cache else None
         hit = cache.memory_get(key)
         if hit is None:
@@ -148,7 +134,7 @@ def _compile_static(gm, example_inputs, opts, fn: str, graph_name: str):
         return hit
     key = None
     if opts.cache:
-        key = cache.graph_key(gm, example_inputs, opts.key_fields() + (("dry_run",) if dry else ()))
+        key = cache.graph_key(gm, example_inputs, fields)
         hit = cache.memory_get(key)
         if hit is not None:
             metrics.record(cache_hits_memory=1)
@@ -157,10 +143,8 @@ def _compile_static(gm, example_inputs, opts, fn: str, graph_name: str):
     code_dir = _preserve(opts, graph_name, gm)
     try:
         with cache.disk_session(opts) as disk:
-            if dry:   # Inductor's real program without its C++ kernels (torch_neuronx/plan/compiled.py)
-                from ..plan import compiled as dry_compiled, session
-
-                with dry_compiled.inductor_without_kernels(session.active().large_bytes):
+            if override is not None:   # e.g. a dry run: Inductor's real program, no-op kernels
+                with override.inductor_context():
                     compiled = _inductor_compile(gm, example_inputs, opts, code_dir)
             else:
                 compiled = kernel_libraries.compile_repairing(
@@ -262,7 +246,6 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, mode: str | None = N
 
 
 def _estimated(gm, compiled, graph_name: str):
-    """Inside torch_neuronx.estimate() each call counts as one fused program (estimate/graphs.py)."""
-    from ..estimate.graphs import observe
-
-    return observe(gm, compiled, graph_name)
+    """The compiled callable behind the registered graph observers (inside torch_neuronx.estimate()
+    each call counts as one fused program: estimate/graphs.py, registered by torch_neuronx/_registration.py)."""
+    return hooks.observed(gm, compiled, graph_name)

@@ -3,7 +3,8 @@
 Memory: an LRU of compiled callables keyed by `graph_key()` (the graph's code,
 each input's shape/stride/dtype/device/requires_grad/aliasing, constants, the
 grad/autocast state, the Inductor and AOTAutograd configuration, torch's
-version and our backend version). A hit skips AOTAutograd and code generation.
+version, our backend version and the settings higher layers register in
+hooks.cache_key_fields, such as the numerics mode). A hit skips AOTAutograd and code generation.
 
 Disk: Inductor's FX-graph and AOTAutograd caches (plus its compiled-kernel
 cache), redirected for the duration of a neuron compile to
@@ -32,6 +33,7 @@ from collections import OrderedDict
 import torch
 
 from .._torch_versions import require
+from . import hooks
 from .version import backend_version
 
 # The torch minors whose torch._inductor.codecache.LOCK_TIMEOUT global and cache config flags
@@ -114,13 +116,6 @@ def _config_digest() -> str:
     return hashlib.sha256("".join(parts).encode()).hexdigest()
 
 
-def _numerics_fields() -> tuple:
-    """TORCH_NEURONX_NUMERICS and its settings change what a compiled graph computes."""
-    from .. import numerics
-
-    return numerics.key_fields()
-
-
 def graph_key(gm: torch.fx.GraphModule, example_inputs, option_fields: tuple = ()) -> str | None:
     """Key of a compiled program; None when the graph must not be cached in memory."""
     digest = hashlib.sha256()
@@ -134,7 +129,8 @@ def graph_key(gm: torch.fx.GraphModule, example_inputs, option_fields: tuple = (
     digest.update(repr(_input_signature(example_inputs)).encode())
     digest.update(repr(_ambient_state()).encode())
     digest.update(repr(option_fields).encode())
-    digest.update(repr(_numerics_fields()).encode())
+    for fields in hooks.key_fields():   # e.g. TORCH_NEURONX_NUMERICS and its settings (compiler/hooks.py)
+        digest.update(repr(fields).encode())
     digest.update(_config_digest().encode())
     return digest.hexdigest()
 

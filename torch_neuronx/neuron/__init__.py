@@ -61,15 +61,26 @@ def __getattr__(name: str):
 # Inductor asks the PrivateUse1 device module for these when it first meets a neuron graph without a
 # registered backend: a plain `torch.compile` (backend "inductor") before any backend="neuron" compile,
 # as TorchTitan's compiled `create_block_mask` is. Answering registers neuron with Dynamo and Inductor in
-# full (torch_neuronx.compiler.registration). There is no C++-wrapper codegen for neuron, so
-# `CppWrapperCodegen` stays absent and Inductor keeps the registration made here rather than replacing it.
+# full, through the function the compiler's installation set here (the device layer cannot import the
+# compiler above it; torch_neuronx/_registration.py sets torch_neuronx.compiler.register). There is no
+# C++-wrapper codegen for neuron, so `CppWrapperCodegen` stays absent and Inductor keeps the
+# registration made here rather than replacing it.
 _INDUCTOR_HOOKS = ("Scheduling", "PythonWrapperCodegen")
+_inductor_registration: list = []   # [register]: set once by the compiler's installation
+
+
+def _set_inductor_registration(register) -> None:
+    """Hook: `register()` registers neuron with Dynamo and Inductor (called when Inductor asks first)."""
+    if not callable(register):
+        raise TypeError(f"_set_inductor_registration(register={register!r}): register must be callable")
+    _inductor_registration[:] = [register]
 
 
 def _inductor_codegen(name: str):
     from torch._inductor.codegen.common import get_scheduling_for_device, get_wrapper_codegen_for_device
 
-    from torch_neuronx.compiler import register
-
-    register()
+    if not _inductor_registration:
+        raise AttributeError(f"torch.neuron.{name}: the neuron compiler is not installed (torch_neuronx's "
+                             "registration sets it; import torch_neuronx first)")
+    _inductor_registration[0]()
     return get_scheduling_for_device("neuron") if name == "Scheduling" else get_wrapper_codegen_for_device("neuron")

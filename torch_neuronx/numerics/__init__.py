@@ -44,6 +44,7 @@ def mode() -> str:
 
 def install() -> None:
     """Read the settings; in check/trainium push the numerics dispatch mode."""
+    _register_with_compiler()
     try:
         cfg = settings()
     except _config_mod.NeuronEnvironmentError as err:
@@ -75,6 +76,15 @@ def install() -> None:
     _state["mode"] = numerics_mode
     if cfg.mode == "check" and cfg.report_at_exit:
         atexit.register(_report_at_exit)
+
+
+def _register_with_compiler() -> None:
+    """The numerics settings join the compile cache key, and in check/trainium compiled graphs run
+    op by op so that each op goes through the numerics mode (torch_neuronx/compiler/hooks.py)."""
+    from ..compiler import hooks
+
+    hooks.cache_key_fields.register("numerics", key_fields)
+    hooks.op_by_op.register("numerics", lambda: mode() != "host")
 
 
 def _report_at_exit() -> None:

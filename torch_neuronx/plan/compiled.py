@@ -34,6 +34,8 @@ import contextlib
 
 import torch
 
+from ..compiler.hooks import CompileOverride
+
 # Inductor's cpp.simdlen while a dry run compiles: 1 is no vector ISA (see the module docstring)
 SIMDLEN = 1
 
@@ -59,6 +61,13 @@ def no_op_kernel(argtypes: list[str], large_bytes: int):
         return None
 
     return kernel
+
+
+def compile_override(large_bytes: int) -> CompileOverride:
+    """What a dry run registers with the compiler (torch_neuronx/compiler/hooks.py) while it is active:
+    Inductor's real program with no-op kernels, cached apart from real programs ("dry_run" in the key)."""
+    return CompileOverride(key_field="dry_run",
+                                 inductor_context=lambda: inductor_without_kernels(large_bytes))
 
 
 @contextlib.contextmanager

@@ -10,7 +10,8 @@ import time
 
 import torch
 
-from . import syncs as syncs_mod
+from ..compiler import hooks
+from . import compiled, syncs as syncs_mod
 from .fallbacks import FallbackSites
 from .generation import GenerateCalls
 from .memory import Memory
@@ -36,6 +37,7 @@ class DryRun:
         self.generation = GenerateCalls(self.estimate, self.syncs)
         self._mode = None
         self._step_hook = None
+        self._compile_override = None   # token of the compiler hook while the dry run is active
         self._metrics0: dict = {}
         self._t0 = 0.0
         self.wall_s = 0.0
@@ -58,11 +60,13 @@ class DryRun:
         self.estimate.__enter__()
         self.generation.start()
         _active.append(self)
+        self._compile_override = hooks.compile_overrides.push(compiled.compile_override(self.large_bytes))
         return self
 
     def __exit__(self, *exc) -> None:
         if self._mode is None:
             return
+        hooks.compile_overrides.remove(self._compile_override)   # compiled graphs: real programs again
         if _active and _active[-1] is self:
             _active.pop()
         self.generation.stop()
