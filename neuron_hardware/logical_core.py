@@ -80,6 +80,24 @@ class LogicalCoreView:
                 ((r + 1) % rows) * cols + c, r * cols + (c + 1) % cols)
 
 
+class OnLogicalCore:
+    """Base of a record built on one view (its `view` field): the view's instance, LNC and chip."""
+
+    view: LogicalCoreView
+
+    @property
+    def instance(self) -> InstanceSpec:
+        return self.view.instance
+
+    @property
+    def lnc(self) -> int:
+        return self.view.lnc
+
+    @property
+    def chip(self) -> ChipSpec:
+        return self.view.chip
+
+
 def _named(source: str, value: str) -> str:
     """`--lnc 3` for a command-line flag, `lnc=3` for an argument or variable."""
     return f"{source} {value}" if source.startswith("--") else f"{source}={value}"

@@ -38,21 +38,9 @@ def dtype_name(dtype) -> str:
 
 
 @dataclass(frozen=True)
-class Hardware:
+class Hardware(neuron_hardware.OnLogicalCore):   # .instance, .lnc, .chip: the view's
     view: neuron_hardware.LogicalCoreView
     assumptions: assumptions_mod.Assumptions
-
-    @property
-    def instance(self) -> neuron_hardware.InstanceSpec:
-        return self.view.instance
-
-    @property
-    def lnc(self) -> int:
-        return self.view.lnc
-
-    @property
-    def chip(self) -> neuron_hardware.ChipSpec:
-        return self.view.chip
 
     @property
     def name(self) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from neuron_hardware import ChipSpec, InstanceSpec, LogicalCoreView
+from neuron_hardware import LogicalCoreView, OnLogicalCore
 
 from . import env
 from .logical_core import hbm_bytes_per_core, resolve
@@ -27,22 +27,10 @@ class LogicalCore:
 
 
 @dataclass(frozen=True)
-class Topology:
+class Topology(OnLogicalCore):          # .instance, .lnc, .chip: the view's
     view: LogicalCoreView              # instance, LNC and the figures of one logical core
     cores: tuple[LogicalCore, ...]     # the visible ones, in device-index order
     total_logical_cores: int
-
-    @property
-    def instance(self) -> InstanceSpec:
-        return self.view.instance
-
-    @property
-    def lnc(self) -> int:
-        return self.view.lnc
-
-    @property
-    def chip(self) -> ChipSpec:
-        return self.view.chip
 
     @property
     def device_count(self) -> int:

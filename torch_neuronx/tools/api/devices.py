@@ -12,7 +12,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 
-from neuron_hardware import InstanceSpec, LogicalCoreView
+from neuron_hardware import LogicalCoreView, OnLogicalCore
 
 from ...runtime import env
 from ...runtime.logical_core import hbm_bytes_per_core, resolve
@@ -35,19 +35,11 @@ class ChipView:
 
 
 @dataclass(frozen=True)
-class InstanceView:
+class InstanceView(OnLogicalCore):      # .instance, .lnc, .chip: the view's
     view: LogicalCoreView
     instance_id: str
     hbm_per_core: int
     chips: tuple[ChipView, ...] = field(default=())
-
-    @property
-    def instance(self) -> InstanceSpec:
-        return self.view.instance
-
-    @property
-    def lnc(self) -> int:
-        return self.view.lnc
 
     @property
     def cores_per_chip(self) -> int:   # logical
