@@ -16,7 +16,8 @@ from __future__ import annotations
 from .chips import CHIPS, ChipSpec, chip
 from .host_link import pcie_bytes_per_s
 from .instances import DEFAULT_INSTANCE_TYPE, INSTANCES, InstanceSpec, instance
-from .logical_core import HardwareChoiceError, LogicalCoreView, OnLogicalCore, logical_core_view
+from .logical_core import HardwareChoiceError, LogicalCoreView, OnLogicalCore, logical_core_view, view_attribute
 
 __all__ = ["CHIPS", "ChipSpec", "DEFAULT_INSTANCE_TYPE", "HardwareChoiceError", "INSTANCES", "InstanceSpec",
-           "LogicalCoreView", "OnLogicalCore", "chip", "instance", "logical_core_view", "pcie_bytes_per_s"]
+           "LogicalCoreView", "OnLogicalCore", "chip", "instance", "logical_core_view", "pcie_bytes_per_s",
+           "view_attribute"]

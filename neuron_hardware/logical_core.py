@@ -28,7 +28,10 @@ class HardwareChoiceError(ValueError):
 @dataclass(frozen=True)
 class LogicalCoreView:
     instance: InstanceSpec
+    name: str                         # "trn2.48xlarge LNC=2"
     lnc: int                          # physical cores per logical core
+    chips: int                        # per instance
+    topology: str                     # chips linked as "single", "torus" (2D torus) or "switch"
     cores_per_chip: int               # logical
     cores_per_instance: int           # logical
     hbm_bytes: int                    # HBM capacity of one logical core
@@ -45,19 +48,6 @@ class LogicalCoreView:
     @property
     def chip(self) -> ChipSpec:
         return self.instance.chip
-
-    @property
-    def name(self) -> str:
-        return f"{self.instance.name} LNC={self.lnc}"
-
-    @property
-    def chips(self) -> int:
-        return self.instance.chips
-
-    @property
-    def topology(self) -> str:
-        """"single", "torus" (2D torus of chips) or "switch"."""
-        return self.instance.topology
 
     def tensor_peak(self, dtype_name: str) -> float:
         """TensorEngine FLOP/s of one logical core for a dtype name; raises naming the known ones."""
@@ -80,22 +70,18 @@ class LogicalCoreView:
                 ((r + 1) % rows) * cols + c, r * cols + (c + 1) % cols)
 
 
+def view_attribute(name: str) -> property:
+    """A read-only attribute of a record built on a view (its `view` field), read from the view."""
+    return property(lambda self: getattr(self.view, name), doc=f"the logical-core view's {name}")
+
+
 class OnLogicalCore:
     """Base of a record built on one view (its `view` field): the view's instance, LNC and chip."""
 
     view: LogicalCoreView
-
-    @property
-    def instance(self) -> InstanceSpec:
-        return self.view.instance
-
-    @property
-    def lnc(self) -> int:
-        return self.view.lnc
-
-    @property
-    def chip(self) -> ChipSpec:
-        return self.view.chip
+    instance = view_attribute("instance")
+    lnc = view_attribute("lnc")
+    chip = view_attribute("chip")
 
 
 def _named(source: str, value: str) -> str:
@@ -130,7 +116,8 @@ def logical_core_view(instance: str, lnc: int | None = None, *, instance_from: s
                                   lnc_from)
     per_chip = chip.physical_cores // lnc
     return LogicalCoreView(
-        instance=spec, lnc=lnc, cores_per_chip=per_chip, cores_per_instance=per_chip * spec.chips,
+        instance=spec, name=f"{spec.name} LNC={lnc}", lnc=lnc, chips=spec.chips, topology=spec.topology,
+        cores_per_chip=per_chip, cores_per_instance=per_chip * spec.chips,
         hbm_bytes=chip.hbm_bytes // per_chip,
         hbm_bytes_per_s=chip.hbm_bytes_per_s / chip.physical_cores * lnc,
         dma_bytes_per_s=chip.dma_bytes_per_s / chip.physical_cores * lnc,

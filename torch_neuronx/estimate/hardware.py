@@ -42,17 +42,9 @@ class Hardware(neuron_hardware.OnLogicalCore):   # .instance, .lnc, .chip: the v
     view: neuron_hardware.LogicalCoreView
     assumptions: assumptions_mod.Assumptions
 
-    @property
-    def name(self) -> str:
-        return self.view.name
-
-    @property
-    def logical_cores_per_chip(self) -> int:
-        return self.view.cores_per_chip
-
-    @property
-    def logical_cores(self) -> int:
-        return self.view.cores_per_instance
+    name = neuron_hardware.view_attribute("name")                        # "trn2.48xlarge LNC=2"
+    logical_cores_per_chip = neuron_hardware.view_attribute("cores_per_chip")
+    logical_cores = neuron_hardware.view_attribute("cores_per_instance")   # per instance
 
     def tensor_flops(self, dtype) -> float:
         """Dense TensorEngine peak FLOP/s of one logical core for `dtype`."""

@@ -12,7 +12,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 
-from neuron_hardware import LogicalCoreView, OnLogicalCore
+from neuron_hardware import LogicalCoreView, OnLogicalCore, view_attribute
 
 from ...runtime import env
 from ...runtime.logical_core import hbm_bytes_per_core, resolve
@@ -41,9 +41,7 @@ class InstanceView(OnLogicalCore):      # .instance, .lnc, .chip: the view's
     hbm_per_core: int
     chips: tuple[ChipView, ...] = field(default=())
 
-    @property
-    def cores_per_chip(self) -> int:   # logical
-        return self.view.cores_per_chip
+    cores_per_chip = view_attribute("cores_per_chip")   # logical
 
     @property
     def instance_type(self) -> str:
