@@ -1,12 +1,13 @@
 """The one description of Trainium hardware: chips, NeuronCores, engines, memories, links.
 
 Pure Python with no dependencies, so that every user reads the same table:
-- the virtual runtime (`torch_neuronx/runtime/catalogue.py`: cores per chip, HBM, LNC);
+- the virtual runtime (`torch_neuronx/runtime/topology.py`: cores, HBM per core, LNC) and the tools;
 - the NKI simulator (`nki/targets.py`: SBUF/PSUM capacities, engine clocks, DMA queues);
 - the cost model (`torch_neuronx/estimate/hardware.py`: peaks, bandwidths, links; host_link.py: PCIe).
 
 Every figure names its entry in `docs/hardware-sources.md` (section C unless stated) next to it. Figures are per chip or per *physical* NeuronCore;
-per-logical-core views (LNC=2 pairs two physical cores) are derived by the users above.
+the per-logical-core view (LNC=2 pairs two physical cores) is `logical_core_view(instance, lnc)`, the one
+derivation every user above reads.
 Nothing here is an assumption: assumptions of the cost model live in
 `torch_neuronx/estimate/assumptions.py`, named and overridable.
 
@@ -19,5 +20,8 @@ from __future__ import annotations
 from .chips import CHIPS, ChipSpec, chip
 from .host_link import pcie_bytes_per_s
 from .instances import DEFAULT_INSTANCE_TYPE, INSTANCES, InstanceSpec, instance
+from .logical_core import HardwareChoiceError, LogicalCoreView, OnLogicalCore, logical_core_view, view_attribute
 
-__all__ = ["CHIPS", "ChipSpec", "DEFAULT_INSTANCE_TYPE", "INSTANCES", "InstanceSpec", "chip", "instance", "pcie_bytes_per_s"]
+__all__ = ["CHIPS", "ChipSpec", "DEFAULT_INSTANCE_TYPE", "HardwareChoiceError", "INSTANCES", "InstanceSpec",
+           "LogicalCoreView", "OnLogicalCore", "chip", "instance", "logical_core_view", "pcie_bytes_per_s",
+           "view_attribute"]

@@ -9,17 +9,17 @@ import pytest
 import neuron_hardware
 from nki.targets import TARGETS
 from torch_neuronx.estimate import hardware
-from torch_neuronx.runtime import catalogue, env
+from torch_neuronx import runtime
+from torch_neuronx.runtime import env
 
 
 def test_runtime_nki_and_cost_model_share_the_table():
     for name, spec in neuron_hardware.CHIPS.items():
-        assert catalogue.CHIPS[name].hbm_bytes == spec.hbm_bytes
-        assert catalogue.CHIPS[name].physical_cores == spec.physical_cores
         assert TARGETS[name].sbuf_partition_bytes == spec.sbuf_partition_bytes
         assert TARGETS[name].dve_ghz == spec.dve_ghz and TARGETS[name].pe_ghz == spec.pe_ghz
-    assert set(catalogue.INSTANCE_TYPES) == set(neuron_hardware.INSTANCES)
+    assert runtime.INSTANCE_TYPES is neuron_hardware.INSTANCES
     hw = hardware("trn2.3xlarge", 2)
+    assert hw.view == runtime.resolve("trn2.3xlarge", 2) == neuron_hardware.logical_core_view("trn2.3xlarge", 2)
     assert hw.tensor_flops("bfloat16") == 2 * 79e12 and hw.tensor_flops("float32") == 2 * 20e12
     assert hw.hbm_bytes_per_s == pytest.approx(2.9e12 / 4)
     assert hardware("trn2.3xlarge", 1).hbm_bytes_per_s == pytest.approx(2.9e12 / 8)
@@ -42,8 +42,8 @@ def test_defaults_follow_the_runtime_environment(monkeypatch):
 def test_bad_instance_lnc_and_dtype_name_the_valid_ones(monkeypatch):
     with pytest.raises(ValueError, match=r"instance_type='trn9.1xlarge'.*trn2\.48xlarge"):
         hardware("trn9.1xlarge")
-    monkeypatch.setenv(env.INSTANCE_TYPE, "nope")
-    with pytest.raises(ValueError, match="TORCH_NEURONX_INSTANCE_TYPE='nope'.*trn1.32xlarge"):
+    monkeypatch.setenv(env.INSTANCE_TYPE, "nope")   # a bad variable: the runtime's error and words
+    with pytest.raises(env.NeuronEnvironmentError, match="TORCH_NEURONX_INSTANCE_TYPE='nope'.*trn1.32xlarge"):
         hardware()
     with pytest.raises(ValueError, match="lnc=2 is not supported on trn1; use 1"):
         hardware("trn1.32xlarge", 2)

@@ -4,7 +4,8 @@ from __future__ import annotations
 import functools
 
 from . import state
-from .hardware import hardware as _hardware
+from ..runtime.logical_core import resolve
+from .hardware import hardware_of
 from .report import Report
 
 
@@ -60,11 +61,7 @@ class Estimate(Report):
                  strict: bool | None = None) -> None:
         from ..runtime import env
 
-        try:
-            hw = _hardware(instance, lnc, assumptions=assumptions)
-        except ValueError as err:   # name the argument the caller used
-            raise ValueError(str(err).replace("instance_type=", "instance=", 1)) from None
-        super().__init__(hw)
+        super().__init__(hardware_of(resolve(instance, lnc), assumptions))
         self._include_fake = include_fake
         # strict: an op without a cost model raises instead of being listed (default: the env)
         self.strict = bool(env.parse_flag(env.ESTIMATE_STRICT)) if strict is None else bool(strict)

@@ -1,8 +1,10 @@
 """The cost model's view of the hardware: one *logical* NeuronCore of an instance type.
 
 All figures come from the one hardware description (`neuron_hardware`, sources next to each
-figure); LNC=2 pairs two physical cores, so a logical core has twice their engines and HBM
-bandwidth. Efficiencies and launch costs are assumptions (assumptions.py), never facts.
+figure) through its one per-logical-core view (`neuron_hardware.logical_core_view`): LNC=2 pairs
+two physical cores, so a logical core has twice their engines and HBM bandwidth. The instance and
+LNC are resolved as the runtime resolves them (runtime/logical_core.py). Efficiencies and launch
+costs are assumptions (assumptions.py), never facts.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from dataclasses import dataclass
 import neuron_hardware
 
 from . import assumptions as assumptions_mod
-from ..runtime import env
+from ..runtime.logical_core import resolve
 
 # torch dtype names -> the TensorEngine rate they run at. Integer matmuls have no integer
 # datapath and run in fp32 (docs/hardware-sources.md A1); float64 has no native type (docs/hardware-sources.md A1: unverified): fp32.
@@ -36,30 +38,17 @@ def dtype_name(dtype) -> str:
 
 
 @dataclass(frozen=True)
-class Hardware:
-    instance: neuron_hardware.InstanceSpec
-    lnc: int
+class Hardware(neuron_hardware.OnLogicalCore):   # .instance, .lnc, .chip: the view's
+    view: neuron_hardware.LogicalCoreView
     assumptions: assumptions_mod.Assumptions
 
-    @property
-    def chip(self) -> neuron_hardware.ChipSpec:
-        return self.instance.chip
-
-    @property
-    def name(self) -> str:
-        return f"{self.instance.name} LNC={self.lnc}"
-
-    @property
-    def logical_cores_per_chip(self) -> int:
-        return self.chip.physical_cores // self.lnc
-
-    @property
-    def logical_cores(self) -> int:
-        return self.logical_cores_per_chip * self.instance.chips
+    name = neuron_hardware.view_attribute("name")                        # "trn2.48xlarge LNC=2"
+    logical_cores_per_chip = neuron_hardware.view_attribute("cores_per_chip")
+    logical_cores = neuron_hardware.view_attribute("cores_per_instance")   # per instance
 
     def tensor_flops(self, dtype) -> float:
         """Dense TensorEngine peak FLOP/s of one logical core for `dtype`."""
-        return self.chip.tensor_peak(_TENSOR_DTYPE[dtype_name(dtype)]) * self.lnc
+        return self.view.tensor_peak(_TENSOR_DTYPE[dtype_name(dtype)])
 
     @property
     def peak_flops_bf16(self) -> float:
@@ -68,7 +57,7 @@ class Hardware:
     @property
     def hbm_bytes_per_s(self) -> float:
         """HBM bandwidth of one logical core: the chip's split over its physical cores (docs/hardware-sources.md C1)."""
-        return self.chip.hbm_bytes_per_s / self.chip.physical_cores * self.lnc
+        return self.view.hbm_bytes_per_s
 
     def vector_elems_per_s(self, dtype, inputs: int = 1) -> float:
         """VectorE element rate of one logical core: 128 lanes x clock, N cycles per one-input and
@@ -92,10 +81,6 @@ class Hardware:
                 "hbm_bytes_per_s": self.hbm_bytes_per_s, "logical_cores": self.logical_cores}
 
 
-def _default_instance() -> str:
-    return env.get(env.INSTANCE_TYPE) or neuron_hardware.DEFAULT_INSTANCE_TYPE
-
-
 def hardware(instance_type: str | None = None, lnc: int | None = None, *,
              assumptions: dict | None = None) -> Hardware:
     """The cost model's hardware: one logical core of `instance_type` at `lnc`.
@@ -106,21 +91,9 @@ def hardware(instance_type: str | None = None, lnc: int | None = None, *,
         lnc: 1 or 2; default NEURON_LOGICAL_NC_CONFIG, else the chip's default (2 on trn2/trn3).
         assumptions: overrides of the named assumptions (see assumptions.py).
     """
-    name = instance_type if instance_type is not None else _default_instance()
-    if name not in neuron_hardware.INSTANCES:
-        known = ", ".join(sorted(neuron_hardware.INSTANCES))
-        source = "instance_type" if instance_type is not None else env.INSTANCE_TYPE
-        raise ValueError(f"{source}={name!r} is not a known instance type; use one of: {known}")
-    spec = neuron_hardware.INSTANCES[name]
-    source = "lnc"
-    if lnc is None:
-        lnc = env.parse_int(env.LOGICAL_NC_CONFIG, minimum=1)
-        source = env.LOGICAL_NC_CONFIG
-        if lnc is None:
-            lnc = spec.chip.default_lnc
-        elif lnc not in spec.chip.supported_lnc and instance_type is not None:
-            lnc = spec.chip.default_lnc   # the environment's LNC belongs to another chip
-    if isinstance(lnc, bool) or not isinstance(lnc, int) or lnc not in spec.chip.supported_lnc:
-        allowed = " or ".join(str(v) for v in spec.chip.supported_lnc)
-        raise ValueError(f"{source}={lnc!r} is not supported on {spec.chip.name}; use {allowed}")
-    return Hardware(spec, lnc, assumptions_mod.resolve(assumptions))
+    return hardware_of(resolve(instance_type, lnc, instance_arg="instance_type"), assumptions)
+
+
+def hardware_of(view: neuron_hardware.LogicalCoreView, assumptions: dict | None = None) -> Hardware:
+    """The cost model's hardware for a resolved logical core (runtime.logical_core.resolve)."""
+    return Hardware(view, assumptions_mod.resolve(assumptions))

@@ -71,7 +71,7 @@ def _pipeline_fill_s(flops, ins, outs, nbytes, hw: Hardware) -> float:
     n = out.shape[-1] if out.dim() else 1
     m = out.numel() // max(n, 1)
     elem = ins[0].element_size()
-    sbuf = hw.chip.partitions * hw.chip.sbuf_partition_bytes * hw.lnc
+    sbuf = hw.view.sbuf_bytes
     resident = k * n * elem
     if resident > sbuf / 2:
         resident = k * 512 * elem

@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import logging
 
+from neuron_hardware import INSTANCES as INSTANCE_TYPES
+from neuron_hardware import ChipSpec as Chip
+from neuron_hardware import InstanceSpec as InstanceType
+
 from . import env, host_gemm, log, variables
-from .catalogue import INSTANCE_TYPES, Chip, InstanceType
+from .logical_core import resolve
 from .topology import LogicalCore, Topology, default_device, discover
 
 _topology: Topology | None = None
@@ -67,5 +71,5 @@ def error() -> str | None:
     return _error
 
 
-__all__ = ["Chip", "InstanceType", "INSTANCE_TYPES", "LogicalCore", "Topology", "env", "error", "host_gemm",
-           "start", "topology"]
+__all__ = ["Chip", "InstanceType", "INSTANCE_TYPES", "LogicalCore", "Topology", "env", "error",
+           "host_gemm", "resolve", "start", "topology"]

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from neuron_hardware import LogicalCoreView, OnLogicalCore
+
 from . import env
-from .catalogue import DEFAULT_INSTANCE_TYPE, INSTANCE_TYPES, Chip, InstanceType
+from .logical_core import hbm_bytes_per_core, resolve
 
 
 MAX_VISIBLE_CORES = 127
@@ -25,58 +27,26 @@ class LogicalCore:
 
 
 @dataclass(frozen=True)
-class Topology:
-    instance: InstanceType
-    lnc: int
+class Topology(OnLogicalCore):          # .instance, .lnc, .chip: the view's
+    view: LogicalCoreView              # instance, LNC and the figures of one logical core
     cores: tuple[LogicalCore, ...]     # the visible ones, in device-index order
     total_logical_cores: int
-
-    @property
-    def chip(self) -> Chip:
-        return self.instance.chip
 
     @property
     def device_count(self) -> int:
         return len(self.cores)
 
 
-def _instance_type() -> InstanceType:
-    name = env.get(env.INSTANCE_TYPE) or DEFAULT_INSTANCE_TYPE
-    if name not in INSTANCE_TYPES:
-        known = ", ".join(sorted(INSTANCE_TYPES))
-        raise env.NeuronEnvironmentError(
-            f"{env.INSTANCE_TYPE}={env.quote(name)} is not a known instance type; use one of: {known}."
-        )
-    return INSTANCE_TYPES[name]
-
-
-def _lnc(chip: Chip) -> int:
-    lnc = env.parse_int(env.LOGICAL_NC_CONFIG, minimum=1)
-    if lnc is None:
-        return chip.default_lnc
-    if lnc not in chip.supported_lnc:
-        allowed = " or ".join(str(v) for v in chip.supported_lnc)
-        raise env.NeuronEnvironmentError(
-            f"{env.LOGICAL_NC_CONFIG}={lnc} is not supported on {chip.name}; use {allowed}."
-        )
-    return lnc
-
-
 def discover() -> Topology:
     """Read the environment and build the topology; raises NeuronEnvironmentError."""
-    instance = _instance_type()
-    chip = instance.chip
-    lnc = _lnc(chip)
-    per_chip = chip.physical_cores // lnc
-    hbm = chip.hbm_bytes // per_chip
-    override = env.parse_bytes(env.HBM_BYTES_PER_CORE)
-    if override is not None:
-        hbm = override
+    view = resolve()
+    instance, lnc, per_chip = view.instance, view.lnc, view.cores_per_chip
+    hbm = hbm_bytes_per_core(view)
     all_cores = [
         LogicalCore(
             global_index=c * per_chip + i,
             chip_index=c,
-            physical_cores=tuple(c * chip.physical_cores + i * lnc + p for p in range(lnc)),
+            physical_cores=view.physical_cores(c, i),
             hbm_bytes=hbm,
         )
         for c in range(instance.chips)
@@ -107,8 +77,7 @@ def discover() -> Topology:
             f"8-bit). Restrict the cores this process sees with {env.VISIBLE_CORES} (e.g. \"0-63\"), "
             f"as torchrun workers normally do."
         )
-    return Topology(instance=instance, lnc=lnc, cores=tuple(visible),
-                    total_logical_cores=len(all_cores))
+    return Topology(view=view, cores=tuple(visible), total_logical_cores=len(all_cores))
 
 
 def default_device(topology: Topology) -> int:

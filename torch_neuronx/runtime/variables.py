@@ -54,7 +54,7 @@ NEURON_RT_STOCHASTIC_ROUNDING_SEED  seed of that rounding
 NEURON_LAUNCH_BLOCKING  0 or 1, validated; execution on the virtual core is synchronous already
 NEURON_PLATFORM_TARGET_OVERRIDE  NKI target (trn1, trn2, trn3) of nki kernels
 NEURON_COMPILATION_CACHE_MAX_ENTRIES  compiled graphs kept in memory (default 512)
-TORCH_NEURONX_INSTANCE_TYPE  instance the virtual runtime models (default trn2.48xlarge)
+TORCH_NEURONX_INSTANCE_TYPE  instance the virtual runtime models (default trn2.3xlarge)
 TORCH_NEURONX_HBM_BYTES_PER_CORE  HBM per logical core, overriding the chip's
 TORCH_NEURONX_ALLOCATOR_CACHE_LIMIT  free device memory the caching allocator keeps per process
 TORCH_NEURONX_NO_MEMORY_CACHING  1: no allocator caching (as PYTORCH_NO_CUDA_MEMORY_CACHING)

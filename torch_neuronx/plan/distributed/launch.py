@@ -49,41 +49,33 @@ def requested(args: argparse.Namespace) -> bool:
             or args.ranks is not None or getattr(args, "pp", None) is not None)
 
 
-def _cores(instance: str, lnc: int | None) -> int:
-    import neuron_hardware
-
-    spec = neuron_hardware.INSTANCES[instance]
-    chip = spec.chip
-    return chip.physical_cores // (lnc or chip.default_lnc) * spec.chips
-
-
 def pick_instance(nproc_per_node: int, instance: str | None, lnc: int | None = None) -> str:
     """The instance type of each node: the one asked for (checked), else the default if it has
     enough logical cores, else the smallest of the default's chip that does."""
     import neuron_hardware
 
     from ...runtime import env
+    from ...runtime.logical_core import resolve
 
-    known = neuron_hardware.INSTANCES
-    lnc = lnc or env.parse_int(env.LOGICAL_NC_CONFIG, minimum=1)
-    asked = instance or env.get(env.INSTANCE_TYPE)
-    if asked is not None:
-        if asked not in known:
-            raise LaunchError(f"--instance {asked!r} is not a known instance type; use one of: "
-                              f"{', '.join(sorted(known))}")
-        if _cores(asked, lnc) < nproc_per_node:
-            raise LaunchError(f"--nproc-per-node {nproc_per_node} is more ranks than {asked} has logical "
-                              f"NeuronCores ({_cores(asked, lnc)} at LNC={lnc or known[asked].chip.default_lnc}); "
-                              f"use at most {_cores(asked, lnc)} per node, more --nnodes, or a larger --instance")
-        return asked
-    default = neuron_hardware.DEFAULT_INSTANCE_TYPE
-    if _cores(default, lnc) >= nproc_per_node:
-        return default
-    family = known[default].chip.name
-    fitting = sorted((_cores(n, lnc), n) for n, s in known.items()
-                     if s.chip.name == family and _cores(n, lnc) >= nproc_per_node)
+    try:
+        view = resolve(instance, lnc, instance_arg="--instance", lnc_arg="--lnc")
+    except (neuron_hardware.HardwareChoiceError, env.NeuronEnvironmentError) as err:
+        raise LaunchError(str(err)) from None
+    cores = view.cores_per_instance
+    if instance is not None or env.get(env.INSTANCE_TYPE) is not None:
+        if cores < nproc_per_node:
+            raise LaunchError(f"--nproc-per-node {nproc_per_node} is more ranks than {view.instance.name} has logical "
+                              f"NeuronCores ({cores} at LNC={view.lnc}); "
+                              f"use at most {cores} per node, more --nnodes, or a larger --instance")
+        return view.instance.name
+    if cores >= nproc_per_node:
+        return view.instance.name
+    views = [neuron_hardware.logical_core_view(n, view.lnc) for n, s in neuron_hardware.INSTANCES.items()
+             if view.lnc in s.chip.supported_lnc]
+    fitting = sorted((v.cores_per_instance, v.instance.name) for v in views
+                     if v.chip.name == view.chip.name and v.cores_per_instance >= nproc_per_node)
     if not fitting:
-        largest = max(_cores(n, lnc) for n in known)
+        largest = max(v.cores_per_instance for v in views)
         raise LaunchError(f"--nproc-per-node {nproc_per_node}: no instance type has that many logical "
                           f"NeuronCores (at most {largest}); use more --nnodes with fewer ranks per node")
     return fitting[0][1]

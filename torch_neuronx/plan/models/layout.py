@@ -28,13 +28,19 @@ class Layout:
     ep: int = 1                    # expert parallel degree (MoE: experts split over EP ranks)
 
     @property
+    def view(self) -> neuron_hardware.LogicalCoreView:
+        """One logical core of the instance at this LNC: cores, HBM, bandwidths (neuron_hardware)."""
+        return neuron_hardware.logical_core_view(self.instance, self.lnc, instance_from="--instance",
+                                                 lnc_from="--lnc")
+
+    @property
     def spec(self) -> neuron_hardware.InstanceSpec:
-        return neuron_hardware.INSTANCES[self.instance]
+        return self.view.instance
 
     @property
     def cores_per_node(self) -> int:
         """Logical NeuronCores of one instance at this LNC (docs/hardware-sources.md C1/C2: chips x cores / LNC)."""
-        return self.spec.chips * self.spec.chip.physical_cores // self.lnc
+        return self.view.cores_per_instance
 
     @property
     def world_size(self) -> int:
@@ -47,8 +53,7 @@ class Layout:
 
     @property
     def hbm_bytes_per_core(self) -> int:
-        chip = self.spec.chip
-        return chip.hbm_bytes // chip.physical_cores * self.lnc
+        return self.view.hbm_bytes
 
     def describe(self) -> str:
         parts = [f"{self.instance} LNC={self.lnc}"]
@@ -76,15 +81,10 @@ def make_layout(instance: str, lnc: int | None = None, nodes: int = 1, tp: int =
     """A checked Layout; `dp` None fills the cores left after TP x FSDP x PP. Pipeline stages are
     outermost in the rank order (stage s holds ranks s x world/PP ..), as NxD and Megatron order them."""
     from .pipeline import check_schedule
-    if instance not in neuron_hardware.INSTANCES:
-        raise LayoutError(f"--instance {instance!r} is not a known instance type; use one of: "
-                          f"{', '.join(sorted(neuron_hardware.INSTANCES))}")
-    chip = neuron_hardware.INSTANCES[instance].chip
-    if lnc is None:
-        lnc = chip.default_lnc
-    if lnc not in chip.supported_lnc:
-        raise LayoutError(f"--lnc {lnc} is not supported on {chip.name} ({instance}); use "
-                          f"{' or '.join(map(str, chip.supported_lnc))}")
+    try:   # the planner's own flags, never the environment: --lnc defaults to the chip's LNC
+        lnc = neuron_hardware.logical_core_view(instance, lnc, instance_from="--instance", lnc_from="--lnc").lnc
+    except neuron_hardware.HardwareChoiceError as err:
+        raise LayoutError(str(err)) from None
     for name, value in (("--nodes", nodes), ("--tp", tp), ("--fsdp", fsdp), ("--pp", pp), ("--ep", ep)):
         if not isinstance(value, int) or value < 1:
             raise LayoutError(f"{name} must be a positive integer, got {value!r}")

@@ -1,9 +1,9 @@
 """The virtual instance as neuron-ls shows it: chips, logical cores, links.
 
-Built from the runtime's catalogue and the same environment variables the
-runtime reads (TORCH_NEURONX_INSTANCE_TYPE, NEURON_LOGICAL_NC_CONFIG,
-NEURON_RT_VISIBLE_CORES, TORCH_NEURONX_HBM_BYTES_PER_CORE), but without the
-per-process device limit: a tool sees the whole instance.
+Built from the runtime's resolver of the instance and LNC (runtime/logical_core.py) and the
+same environment variables the runtime reads (NEURON_RT_VISIBLE_CORES,
+TORCH_NEURONX_HBM_BYTES_PER_CORE), but without the per-process device limit: a tool sees the
+whole instance.
 """
 from __future__ import annotations
 
@@ -12,14 +12,15 @@ import os
 import socket
 from dataclasses import dataclass, field
 
+from neuron_hardware import LogicalCoreView, OnLogicalCore, view_attribute
+
 from ...runtime import env
-from ...runtime.catalogue import DEFAULT_INSTANCE_TYPE, INSTANCE_TYPES, InstanceType
+from ...runtime.logical_core import hbm_bytes_per_core, resolve
 
 # neuron-monitor's hardware names per chip (docs/hardware-sources.md E: "trainium2", "v4", "v3d" for
 # trn2 at LNC=2). trn1/trn3 values are assumptions following the same scheme.
 DEVICE_TYPE = {"trn1": ("trainium", "v2"), "trn2": ("trainium2", "v4"), "trn3": ("trainium3", "v5")}
 CORE_VERSION = {("trn1", 1): "v2", ("trn2", 1): "v3", ("trn2", 2): "v3d", ("trn3", 1): "v4", ("trn3", 2): "v4d"}
-TORUS_SIDE = 4  # 16-chip instances: a 4x4 2D torus (docs/hardware-sources.md E, neuron-ls example)
 
 
 @dataclass(frozen=True)
@@ -34,13 +35,13 @@ class ChipView:
 
 
 @dataclass(frozen=True)
-class InstanceView:
-    instance: InstanceType
+class InstanceView(OnLogicalCore):      # .instance, .lnc, .chip: the view's
+    view: LogicalCoreView
     instance_id: str
-    lnc: int
-    cores_per_chip: int             # logical
     hbm_per_core: int
     chips: tuple[ChipView, ...] = field(default=())
+
+    cores_per_chip = view_attribute("cores_per_chip")   # logical
 
     @property
     def instance_type(self) -> str:
@@ -52,14 +53,6 @@ class InstanceView:
 
     def chip_of_core(self, core: int) -> int:
         return core // self.cores_per_chip
-
-
-def torus_neighbours(chip: int, chips: int) -> tuple[int, ...]:
-    if chips != TORUS_SIDE * TORUS_SIDE:
-        return ()
-    r, c = divmod(chip, TORUS_SIDE)
-    s = TORUS_SIDE
-    return (((r - 1) % s) * s + c, r * s + (c - 1) % s, ((r + 1) % s) * s + c, r * s + (c + 1) % s)
 
 
 def virtual_instance_id() -> str:
@@ -90,21 +83,10 @@ def _cpu_affinity() -> str:
 
 def instance_view() -> InstanceView:
     """The instance under the current environment; raises NeuronEnvironmentError naming a bad variable."""
-    name = env.get(env.INSTANCE_TYPE) or DEFAULT_INSTANCE_TYPE
-    if name not in INSTANCE_TYPES:
-        raise env.NeuronEnvironmentError(
-            f"{env.INSTANCE_TYPE}={name!r} is not a known instance type; use one of: "
-            f"{', '.join(sorted(INSTANCE_TYPES))}.")
-    instance = INSTANCE_TYPES[name]
-    chip = instance.chip
-    lnc = env.parse_int(env.LOGICAL_NC_CONFIG, minimum=1) or chip.default_lnc
-    if lnc not in chip.supported_lnc:
-        raise env.NeuronEnvironmentError(
-            f"{env.LOGICAL_NC_CONFIG}={lnc} is not supported on {chip.name}; use "
-            f"{' or '.join(map(str, chip.supported_lnc))}.")
-    per_chip = chip.physical_cores // lnc
-    hbm = env.parse_bytes(env.HBM_BYTES_PER_CORE) or chip.hbm_bytes // per_chip
-    total = per_chip * instance.chips
+    view = resolve()
+    instance, per_chip = view.instance, view.cores_per_chip
+    hbm = hbm_bytes_per_core(view)
+    total = view.cores_per_instance
     visible = env.parse_core_list(env.VISIBLE_CORES, limit=total)  # names the variable past the last core
     shown = set(visible) if visible is not None else set(range(total))
     affinity = _cpu_affinity()
@@ -114,6 +96,5 @@ def instance_view() -> InstanceView:
         if not cores:
             continue
         chips.append(ChipView(index=c, logical_cores=cores, memory_bytes=hbm * per_chip,
-                              connected=torus_neighbours(c, instance.chips), cpu_affinity=affinity))
-    return InstanceView(instance=instance, instance_id=virtual_instance_id(), lnc=lnc,
-                        cores_per_chip=per_chip, hbm_per_core=hbm, chips=tuple(chips))
+                              connected=view.torus_neighbours(c), cpu_affinity=affinity))
+    return InstanceView(view=view, instance_id=virtual_instance_id(), hbm_per_core=hbm, chips=tuple(chips))
