@@ -12,8 +12,10 @@ Nothing here is an assumption: assumptions of the cost model live in
 `torch_neuronx/estimate/assumptions.py`, named and overridable.
 
 Public (``__all__``): ``CHIPS``, ``ChipSpec``, ``chip(name)``; ``INSTANCES``, ``InstanceSpec``,
-``instance(name)``, ``DEFAULT_INSTANCE_TYPE``; ``pcie_bytes_per_s``. The modules chips, instances
-and host_link hold the tables.
+``instance(name)``, ``DEFAULT_INSTANCE_TYPE``; ``pcie_bytes_per_s``; ``logical_core_view(instance,
+lnc)``, the ``LogicalCoreView`` it returns and ``HardwareChoiceError`` for a bad choice; ``OnLogicalCore``
+and ``view_attribute`` for classes that carry a view. The modules chips, instances, host_link and
+logical_core hold the tables and the derivation.
 """
 from __future__ import annotations
 

@@ -6,8 +6,9 @@ core and raised, naming the variable, on the first use of the device.
 
 Public (``__all__``): ``start`` (called at registration), ``topology()`` / ``error()`` (the
 discovered topology or the environment error), ``Topology``, ``LogicalCore``, the instance
-catalogue (``INSTANCE_TYPES``, ``InstanceType``, ``Chip``), and the modules ``env`` (environment
-variables) and ``host_gemm`` (bf16/fp16 matmul modes). Everything else (catalogue, topology,
+catalogue (``INSTANCE_TYPES``, ``InstanceType``, ``Chip``), ``resolve`` (the one instance and LNC
+resolver: arguments, else the environment variables, else the default), and the modules ``env`` (environment
+variables) and ``host_gemm`` (bf16/fp16 matmul modes). Everything else (logical_core, topology,
 variables, log, stats_page, exit_guard, host) serves the layers above through those names.
 """
 from __future__ import annotations
