@@ -19,12 +19,11 @@ __all__ = ["DRY_RUN", "dry_run", "install", "create_process_group"]
 
 
 def install() -> None:
-    """Called at registration of the "neuron" backend when the dry run is on: peer-free rendezvous,
-    and the optimizer-step clock of the report's distributed section."""
-    from . import rendezvous, report
+    """Called at registration of the "neuron" backend when the dry run is on: peer-free rendezvous
+    (the report's step ends come from the dry run's step clock, plan/steps.py)."""
+    from . import rendezvous
 
     rendezvous.install()
-    report.watch_steps()
 
 
 def create_process_group(store, rank: int, size: int, timeout):
