@@ -19,6 +19,7 @@ class StepClock:
         self.in_optimizer = 0            # > 0 while an optimizer.step() runs
         self.optimizers: weakref.WeakSet = weakref.WeakSet()
         self.ends_s: list[float] = []    # the estimate's total_s at the end of each step
+        self.listeners: list = []        # called with no argument after each step (progress display)
         self._handles: list = []
 
     def start(self) -> None:
@@ -40,3 +41,5 @@ class StepClock:
         self.in_optimizer = max(0, self.in_optimizer - 1)
         self.done += 1
         self.ends_s.append(self.estimate.total_s)
+        for listener in list(self.listeners):
+            listener()
