@@ -66,7 +66,7 @@ class Estimate(Report):
         except ValueError as err:   # name the argument the caller used
             raise ValueError(str(err).replace("instance_type=", "instance=", 1)) from None
         super().__init__(hw)
-        self.include_fake = include_fake
+        self.include_fake = bool(include_fake)
         self.fuser = Fuser()   # this estimate's own run of fused eager ops (eager.py)
         # strict: an op without a cost model raises instead of being listed (default: the env)
         self.strict = bool(env.parse_flag(env.ESTIMATE_STRICT)) if strict is None else bool(strict)

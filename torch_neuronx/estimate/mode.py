@@ -2,8 +2,8 @@
 
 Modelled on torch.distributed._tools.runtime_estimator: a TorchDispatchMode runs each op
 unchanged, then records its estimate, attributed to the nn.Module paths ModTracker reports
-(forward or backward). It is pushed only inside `estimate()`, so outside it costs nothing; nested estimates share the
-costing of the innermost one (recorders.py).
+(forward or backward). It is pushed only inside `estimate()`, so outside it costs nothing;
+nested estimates share the costing of the innermost one (recorders.py).
 """
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ class EstimateMode(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         if not recorders.is_costing(self):
             return out
-        receivers = [r for r in recorders.receiving_ops() if hasattr(r, "take_op")]
+        receivers = recorders.receiving_ops()
         if receivers:
             _cost_and_deliver(receivers, func, args, kwargs, out)
         return out
@@ -81,7 +81,7 @@ def _devices(receivers, args, kwargs, out) -> dict:
     """{include_fake: device index or None} for the flags the receivers use."""
     found: dict = {}
     leaves = None
-    for flag in {bool(getattr(r, "include_fake", False)) for r in receivers}:
+    for flag in {r.include_fake for r in receivers}:
         device = _device_of(args, flag)      # top-level tensors: the common case
         if device is None:
             if leaves is None:
@@ -93,8 +93,9 @@ def _devices(receivers, args, kwargs, out) -> dict:
 
 def _cost_and_deliver(receivers, func, args, kwargs, out) -> None:
     devices = _devices(receivers, args, kwargs, out)
-    for hw, group in recorders.by_hardware(receivers):
-        group = [r for r in group if devices[bool(getattr(r, "include_fake", False))] is not None]
+    groups = [(receivers[0].hardware, receivers)] if len(receivers) == 1 else recorders.by_hardware(receivers)
+    for hw, group in groups:
+        group = [r for r in group if devices[r.include_fake] is not None]
         if not group:
             continue
         try:
@@ -107,4 +108,4 @@ def _cost_and_deliver(receivers, func, args, kwargs, out) -> None:
             continue
         sync = fallback is not None or eager.is_host_sync(func, args, kwargs, out)
         for r in group:
-            r.take_op(e, func, args, kwargs, out, devices[bool(getattr(r, "include_fake", False))], sync)
+            r.take_op(e, func, args, kwargs, out, devices[r.include_fake], sync)

@@ -17,6 +17,12 @@ run's estimate and a plan's timed region), or the profiler's device track. Recor
   compiled graph runs): no recorder in the bracket receives those ops as eager ops.
 
 Outside any recorder the hooks read one list and go on: zero cost when off.
+
+What a recorder has (Estimate in api.py, the device track's recorder in profiling/device_track.py):
+`hardware` (a Hardware: the cost model's input), `include_fake` (also take ops on FakeTensors),
+`_suppress` (an int, > 0 inside a suppressed bracket), and the deliveries
+`take_op(e, func, args, kwargs, out, device, host_sync)`, `no_model(name)`,
+`record_graph(g, device, phase)` and `record_collective(c, device)`.
 """
 from __future__ import annotations
 
