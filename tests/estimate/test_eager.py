@@ -9,7 +9,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torch_neuronx
-from torch_neuronx.estimate import op_estimate, state
+from torch_neuronx.estimate import op_estimate, recorders
 
 aten = torch.ops.aten
 
@@ -62,7 +62,7 @@ def test_results_unchanged_and_breakdowns():
     assert data["total_s"] == pytest.approx(est.total_s) and data["hardware"]["instance"] == "trn2.3xlarge"
     text = est.summary()
     assert "trn2.3xlarge" in text and "Block.mlp" in text and "aten.addmm" in text
-    assert state.active is None and torch._C._len_torch_dispatch_stack() == 0
+    assert recorders.active() == () and torch._C._len_torch_dispatch_stack() == 0
 
 
 def test_instance_argument_and_autocast():

@@ -19,7 +19,8 @@ Contract (stable; the profiler device track and the dry-run planner build on it)
 Layout: hardware.py (per-logical-core view of `neuron_hardware`), assumptions.py (named,
 overridable), formulas.py (FLOPs, bytes, engines), ops.py (per-op roofline), decompose.py (ops
 without a formula costed from their decomposition), graphs.py (compiled
-graphs as fused programs), collectives.py (c10d), mode.py (the dispatch mode), report.py.
+graphs as fused programs), collectives.py (c10d), mode.py (the dispatch mode), recorders.py (the
+stack of active recorders each cost is delivered to), report.py.
 See docs/estimate.md.
 """
 from __future__ import annotations

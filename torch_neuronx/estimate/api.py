@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import functools
 
-from . import state
+from . import recorders
 from ..runtime.logical_core import resolve
+from .eager import Fuser
 from .hardware import hardware_of
 from .report import Report
 
@@ -62,13 +63,13 @@ class Estimate(Report):
         from ..runtime import env
 
         super().__init__(hardware_of(resolve(instance, lnc), assumptions))
-        self._include_fake = include_fake
+        self.include_fake = bool(include_fake)
+        self.fuser = Fuser()   # this estimate's own run of fused eager ops (eager.py)
         # strict: an op without a cost model raises instead of being listed (default: the env)
         self.strict = bool(env.parse_flag(env.ESTIMATE_STRICT)) if strict is None else bool(strict)
         self._suppress = 0
         self._mode = None
         self._tracker = None
-        self._previous = None
         self.rank, self.world_size = _rank()
 
     # ---- context -------------------------------------------------------------
@@ -86,13 +87,14 @@ class Estimate(Report):
             raise RuntimeError("this estimate is already collecting; create a new torch_neuronx.estimate()")
         self._tracker = _eager_hooks_tracker(ModTracker)()
         self._tracker.__enter__()
-        self._mode = EstimateMode(self, self._include_fake)
+        recorders.push(self)
+        self.fuser.boundary()
+        self._mode = EstimateMode()    # the innermost estimate's mode costs for every recorder
         self._mode.__enter__()
-        self._previous, state.active = state.active, self
         return self
 
     def __exit__(self, *exc) -> None:
-        state.active = self._previous
+        recorders.pop(self)
         self._mode.__exit__(*exc)
         self._tracker.__exit__(*exc)
         self._mode = None
@@ -103,6 +105,17 @@ class Estimate(Report):
         if t is None:
             return (), "forward"
         return tuple(t.parents), ("backward" if t.is_bw else "forward")
+
+    def take_op(self, e, func, args, kwargs, out, device: int, host_sync: bool) -> None:
+        """One eager op as the cost model costed it (recorders.py): laid out after this estimate's
+        own fusion of eager ops; a host sync (a value read, a CPU fallback) drains the queue."""
+        if host_sync:
+            if e.bound != "none":
+                self.record_op(e, device)
+            self.host_sync(device)       # the queue drains; a print is a fusion boundary too
+            self.fuser.boundary()
+        elif e.bound != "none":
+            self.record_op(self.fuser.apply(e, func, args, kwargs, out, device, self.hardware), device)
 
     def record_op(self, e, device: int) -> None:
         _publish_flops(device, e.flops)

@@ -21,7 +21,7 @@ import math
 import os
 from dataclasses import asdict, dataclass
 
-from . import state
+from . import recorders
 from .hardware import Hardware
 from .hardware import hardware as _hardware
 
@@ -155,23 +155,35 @@ _METHODS = {
 def _wrap(method, kind, measure):
     @functools.wraps(method)
     def call(self, *args, **kwargs):
-        est = state.active
-        if est is not None:
-            _record(est, self, kind, measure, args, kwargs)
+        recs = recorders.active()
+        if recs:
+            _record(recs, self, kind, measure, args, kwargs)
         return method(self, *args, **kwargs)
     return call
 
 
-def _record(est, group, kind, measure, args, kwargs) -> None:
+def _record(recs, group, kind, measure, args, kwargs) -> None:
     try:
         nbytes, t = measure(*args, **kwargs)
     except (IndexError, TypeError, AttributeError):
         return   # an unusual call shape: the collective itself reports any real error
     if t is not None and t.device.type == "cpu":
         return
-    c = collective_estimate(kind, nbytes, group.size(), hardware=est.hardware,
-                            ranks=_group_ranks(group), name=f"c10d.{kind}")
-    est.record_collective(c, (t.device.index or 0) if t is not None else 0)
+    deliver(kind, nbytes, group.size(), ranks=_group_ranks(group), name=f"c10d.{kind}",
+            device=(t.device.index or 0) if t is not None else 0, recs=recs)
+
+
+def deliver(kind: str, nbytes: int, group_size: int, *, ranks=None, name: str | None = None,
+            device: int = 0, recs=None) -> None:
+    """A collective of `nbytes` over `group_size` ranks, costed once per hardware and delivered to
+    `recs` (default: every active recorder, recorders.py). Also for collectives a plan charges
+    without running them (ZeRO-1's DP traffic seen from one TP rank)."""
+    recs = recorders.active() if recs is None else recs
+    for hw, group in recorders.by_hardware(recs):
+        c = collective_estimate(kind, nbytes, group_size, hardware=hw, ranks=ranks,
+                                name=name or f"c10d.{kind}")
+        for r in group:
+            r.record_collective(c, device)
 
 
 def _group_ranks(group):
@@ -198,7 +210,8 @@ def _group_ranks(group):
 
 def observe_process_group(cls) -> None:
     """Wrap the collectives of a ProcessGroup class so that inside `estimate()` each one on neuron
-    tensors is recorded; outside, each call reads one global and goes on."""
+    tensors is costed once and delivered to every active recorder; outside, each call reads one list
+    and goes on."""
     for name, (kind, measure) in _METHODS.items():
         method = cls.__dict__.get(name)
         if method is not None:

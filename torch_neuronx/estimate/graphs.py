@@ -24,7 +24,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from . import formulas, state
+from . import formulas, recorders
 from .hardware import Hardware
 from .ops import op_estimate
 
@@ -266,10 +266,10 @@ def observe(gm, compiled, name: str):
         if not core:
             core.append(_device(args))
         stats_add(core[0], graphs_field, 1)  # one relaxed add into the page: compiled graphs per core
-        est = state.active
-        if est is None:
+        recs = recorders.active()
+        if not recs:
             return program(*args)
-        return _run_estimated(est, gm, program, name, cache, args)
+        return _run_estimated(recs, gm, program, name, cache, args)
 
     run.__name__ = f"neuron_graph_{name}"
     return torch._dynamo.disable(run, reason="do not trace a compiled neuron graph")
@@ -282,50 +282,60 @@ def _unwrapped(fn):
     return fn
 
 
-def _run_estimated(est, gm, compiled, name, cache, args):
-    sig = (_signature(args), est.hardware.name, est.hardware.assumptions)
-    ests = cache.get(sig, False)
-    if ests is False:
-        est._suppress += 1
-        try:
-            ests = estimate_graph(gm, list(args), est.hardware, name,
-                                  backward=torch.is_grad_enabled())
-        except Exception as err:  # noqa: BLE001 - estimation must never break the program
-            formulas.warn_unmodelled(f"compiled graph {name} as a fused program ({type(err).__name__}: "
-                                     f"{err}); its extern kernels are counted as eager ops")
-            ests = None
-        finally:
-            est._suppress -= 1
-        cache[sig] = ests
-    if ests is None:
-        return compiled(*args)
-    device = _device(args)
-    est._suppress += 1
-    try:
-        out = compiled(*args)
-    finally:
-        est._suppress -= 1
-    if "forward" in ests:
-        est.record_graph(ests["forward"], device)
-    bwd = ests.get("backward")
-    if bwd is not None:
-        node = next((o.grad_fn for o in tree_flatten(out)[0]
-                     if isinstance(o, torch.Tensor) and o.grad_fn is not None), None)
-        if node is not None:
-            _hook_backward(est, node, bwd, device)
+def _estimates(recs, gm, name, cache, args) -> list[tuple]:
+    """[(recorders of one hardware, the graph's estimates or None)]: costed once per hardware and
+    signature."""
+    out = []
+    for hw, group in recorders.by_hardware(recs):
+        sig = (_signature(args), hw.name, hw.assumptions)
+        ests = cache.get(sig, False)
+        if ests is False:
+            with recorders.suppressed(recs):
+                try:
+                    ests = estimate_graph(gm, list(args), hw, name, backward=torch.is_grad_enabled())
+                except Exception as err:  # noqa: BLE001 - estimation must never break the program
+                    formulas.warn_unmodelled(f"compiled graph {name} as a fused program ({type(err).__name__}: "
+                                             f"{err}); its extern kernels are counted as eager ops")
+                    ests = None
+            cache[sig] = ests
+        out.append((group, ests))
     return out
 
 
-def _hook_backward(est, node, bwd: GraphEstimate, device: int) -> None:
+def _run_estimated(recs, gm, compiled, name, cache, args):
+    """Run the graph once; each recorder whose hardware could cost it gets it as one program (its
+    extern kernels are not its eager ops), the others see those kernels as eager ops."""
+    per_hw = _estimates(recs, gm, name, cache, args)
+    costed = [r for group, ests in per_hw if ests is not None for r in group]
+    device = _device(args)
+    with recorders.suppressed(costed):
+        out = compiled(*args)
+    node = None
+    for group, ests in per_hw:
+        if ests is None:
+            continue
+        if "forward" in ests:
+            recorders.deliver_graph(group, ests["forward"], device)
+        bwd = ests.get("backward")
+        if bwd is not None:
+            if node is None:
+                node = next((o.grad_fn for o in tree_flatten(out)[0]
+                             if isinstance(o, torch.Tensor) and o.grad_fn is not None), None)
+            if node is not None:
+                _hook_backward(group, node, bwd, device)
+    return out
+
+
+def _hook_backward(recs, node, bwd: GraphEstimate, device: int) -> None:
     """Count the compiled backward as one program when autograd runs it, and keep the extern
-    kernels it calls from being counted again as eager ops."""
+    kernels it calls from being counted again as eager ops (for the recorders still active)."""
     def pre(grad_outputs):
-        est._suppress += 1
+        recorders.begin_suppress(recs)
 
     def post(grad_inputs, grad_outputs):
-        est._suppress -= 1
-        if state.active is est:
-            est.record_graph(bwd, device, phase="backward")
+        recorders.end_suppress(recs)
+        live = recorders.active()
+        recorders.deliver_graph([r for r in recs if any(r is a for a in live)], bwd, device, phase="backward")
 
     node.register_prehook(pre)
     node.register_hook(post)

@@ -2,7 +2,8 @@
 
 Modelled on torch.distributed._tools.runtime_estimator: a TorchDispatchMode runs each op
 unchanged, then records its estimate, attributed to the nn.Module paths ModTracker reports
-(forward or backward). It is pushed only inside `estimate()`, so outside it costs nothing.
+(forward or backward). It is pushed only inside `estimate()`, so outside it costs nothing;
+nested estimates share the costing of the innermost one (recorders.py).
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from . import eager, fallbacks, formulas
+from . import eager, fallbacks, formulas, recorders
 from .ops import op_estimate
 
 _NEURON = "privateuseone"
@@ -43,17 +44,23 @@ def _device_of(leaves, include_fake: bool) -> int | None:
 
 
 class EstimateMode(TorchDispatchMode):
+    """Entered by each estimate; only the innermost one costs (recorders.is_costing), once per
+    hardware, and delivers the cost to every active recorder. The others let ops through."""
+
     @classmethod
     def ignore_compile_internals(cls) -> bool:
         # torch.compile keeps compiling under this mode; compiled graphs are estimated by
         # graphs.py, and Dynamo's fake-tensor tracing is skipped below (not neuron memory).
         return True
 
-    def __init__(self, est, include_fake: bool = False) -> None:
-        super().__init__()
-        self.est = est
-        self.include_fake = include_fake
-        self.fuser = eager.Fuser()
+    def __enter__(self):
+        out = super().__enter__()
+        recorders.enter_mode(self)
+        return out
+
+    def __exit__(self, *exc):
+        recorders.exit_mode(self)
+        return super().__exit__(*exc)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if any(t is not torch.Tensor and t is not torch.nn.Parameter for t in types) \
@@ -62,30 +69,43 @@ class EstimateMode(TorchDispatchMode):
             # matmul. Let the subclass run; its local ops (this core's shards) come back to this mode.
             return NotImplemented
         out = func(*args, **(kwargs or {}))
-        est = self.est
-        if est._suppress:
+        if not recorders.is_costing(self):
             return out
-        device = _device_of(args, self.include_fake)      # top-level tensors: the common case
+        receivers = recorders.receiving_ops()
+        if receivers:
+            _cost_and_deliver(receivers, func, args, kwargs, out)
+        return out
+
+
+def _devices(receivers, args, kwargs, out) -> dict:
+    """{include_fake: device index or None} for the flags the receivers use."""
+    found: dict = {}
+    leaves = None
+    for flag in {r.include_fake for r in receivers}:
+        device = _device_of(args, flag)      # top-level tensors: the common case
         if device is None:
-            leaves, _ = tree_flatten((args, kwargs, out))
-            device = _device_of(leaves, self.include_fake)
-        if device is None:
-            return out
+            if leaves is None:
+                leaves, _ = tree_flatten((args, kwargs, out))
+            device = _device_of(leaves, flag)
+        found[flag] = device
+    return found
+
+
+def _cost_and_deliver(receivers, func, args, kwargs, out) -> None:
+    devices = _devices(receivers, args, kwargs, out)
+    groups = [(receivers[0].hardware, receivers)] if len(receivers) == 1 else recorders.by_hardware(receivers)
+    for hw, group in groups:
+        group = [r for r in group if devices[r.include_fake] is not None]
+        if not group:
+            continue
         try:
-            fallback = fallbacks.charge(func, args, kwargs, out, est.hardware)  # a CPU_FALLBACK op
-            e = fallback if fallback is not None else op_estimate(func, args, kwargs, out, hardware=est.hardware)
+            fallback = fallbacks.charge(func, args, kwargs, out, hw)  # a CPU_FALLBACK op
+            e = fallback if fallback is not None else op_estimate(func, args, kwargs, out, hardware=hw)
         except Exception as err:  # noqa: BLE001 - estimation must never break the program
             formulas.warn_unmodelled(f"{formulas.op_name(func)} ({type(err).__name__}: {err})")
-            est.no_model(formulas.op_name(func))
-            return out
-        if fallback is not None or eager.is_host_sync(func, args, kwargs, out):
-            # A CPU fallback copies its inputs to the host: like .item(), the queue drains first.
-            if e.bound != "none":
-                est.record_op(e, device)
-            est.host_sync(device)       # the queue drains; a print is a fusion boundary too
-            self.fuser.boundary()
-            return out
-        if e.bound == "none":
-            return out
-        est.record_op(self.fuser.apply(e, func, args, kwargs, out, device, est.hardware), device)
-        return out
+            for r in group:
+                r.no_model(formulas.op_name(func))
+            continue
+        sync = fallback is not None or eager.is_host_sync(func, args, kwargs, out)
+        for r in group:
+            r.take_op(e, func, args, kwargs, out, devices[r.include_fake], sync)

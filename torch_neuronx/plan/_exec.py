@@ -14,8 +14,6 @@ import sys
 def main(argv: list[str]) -> int:
     import torch
 
-    from torch.optim.optimizer import register_optimizer_step_post_hook
-
     import torch_neuronx  # noqa: F401 - registration enters the dry run
     from . import active, notes, progress
 
@@ -29,7 +27,12 @@ def main(argv: list[str]) -> int:
     sys.argv = list(argv)
     progress.start("run")   # TORCH_NEURONX_PLAN_QUIET=1 (plan run --quiet) shows nothing
     progress.stage(f"running {os.path.basename(argv[0])}")
-    watch = register_optimizer_step_post_hook(lambda *_: progress.count("optimizer step"))
+    clock = active().steps   # the dry run's step clock: its one optimizer-step hook
+
+    def watch() -> None:
+        progress.count("optimizer step")
+
+    clock.listeners.append(watch)
     try:
         with notes.collect():   # into the at-exit report's notes (plan run -v streams them too)
             runpy.run_path(argv[0], run_name="__main__")
@@ -42,7 +45,7 @@ def main(argv: list[str]) -> int:
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
     finally:
-        watch.remove()
+        clock.listeners.remove(watch)
     return 0
 
 

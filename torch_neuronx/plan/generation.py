@@ -31,8 +31,9 @@ class GenerateCalls:
     run's `report()["generate_calls"]`; `plan generate` reads its one call from here too). `syncs`,
     when given (a dry run's HostSyncs), adds the host syncs between marks."""
 
-    def __init__(self, estimate, syncs=None) -> None:
+    def __init__(self, estimate, syncs=None, *, timing=None) -> None:
         self.estimate, self.syncs = estimate, syncs
+        self.timing = timing   # () -> (estimate, syncs) to time a call on, when it varies (a dry run's regions)
         self.calls: list[dict] = []
         self._patched = None      # (GenerationMixin, its own generate) while wrapped
         self._finder = None
@@ -67,13 +68,14 @@ class GenerateCalls:
         self._patched = (mixin, original)
 
     # ---- one call -----------------------------------------------------------------------------
-    def _mark(self) -> tuple[int, int]:
-        return len(self.estimate.events), self.syncs.total if self.syncs is not None else 0
+    def _mark(self, est, syncs) -> tuple[int, int]:
+        return len(est.events), syncs.total if syncs is not None else 0
 
-    def _seconds(self, a: tuple[int, int], b: tuple[int, int], device: int | None) -> float:
-        events = self.estimate.events[a[0]:b[0]]
+    @staticmethod
+    def _seconds(est, a: tuple[int, int], b: tuple[int, int], device: int | None) -> float:
+        events = est.events[a[0]:b[0]]
         busy = sum(e.seconds for e in events if device is None or e.device == device)
-        return busy + (b[1] - a[1]) * self.estimate.hardware.assumptions.host_sync_s
+        return busy + (b[1] - a[1]) * est.hardware.assumptions.host_sync_s
 
     def _timed(self, original, model, args, kwargs):
         import torch
@@ -81,19 +83,20 @@ class GenerateCalls:
         from .._user_site import user_site
 
         site = user_site(3)
+        est, syncs = self.timing() if self.timing is not None else (self.estimate, self.syncs)
         forwards: list[tuple[tuple[int, int], int]] = []   # (mark, tokens per sequence) per forward
         prepare = model.prepare_inputs_for_generation   # bound: the model class's own
 
         @functools.wraps(prepare)   # generate validates its kwargs against this signature
         def noting(input_ids, *a, **kw):
             tokens = kw.get("next_sequence_length") or (input_ids.shape[-1] if input_ids is not None else 1)
-            forwards.append((self._mark(), int(tokens)))
+            forwards.append((self._mark(est, syncs), int(tokens)))
             progress.forward(int(tokens), (id(input_ids), getattr(input_ids, "shape", None)))   # "token i of N"
             return prepare(input_ids, *a, **kw)
 
         ids = kwargs.get("input_ids", args[0] if args else None)
         own = model.__dict__.get("prepare_inputs_for_generation")   # an instance's own, kept
-        start = self._mark()
+        start = self._mark(est, syncs)
         model.prepare_inputs_for_generation = noting
         try:
             out = original(model, *args, **kwargs)
@@ -102,15 +105,15 @@ class GenerateCalls:
                 del model.prepare_inputs_for_generation   # the class's method again
             else:
                 model.prepare_inputs_for_generation = own
-        end = self._mark()
+        end = self._mark(est, syncs)
         device = ids.device.index if isinstance(ids, torch.Tensor) and ids.device.type == "neuron" else None
         sequences = getattr(out, "sequences", out)
         batch = ids.shape[0] if isinstance(ids, torch.Tensor) else None
         input_tokens = ids.shape[-1] if isinstance(ids, torch.Tensor) else None
         new = (sequences.shape[-1] - input_tokens) if isinstance(sequences, torch.Tensor) and input_tokens else None
-        total = self._seconds(start, end, device)
+        total = self._seconds(est, start, end, device)
         decode = [mark for mark, tokens in forwards if tokens == 1]
-        ttft = self._seconds(start, decode[0], device) if decode else total
+        ttft = self._seconds(est, start, decode[0], device) if decode else total
         tpot = (total - ttft) / (new - 1) if new and new > 1 else None
         self.calls.append({
             "site": site, "batch": batch, "input_tokens": input_tokens, "new_tokens": new,

@@ -29,17 +29,26 @@ class _Registry:
     found when they register a parameter or buffer, or run a forward (built before the dry run).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, steps) -> None:
         self.modules: weakref.WeakSet = weakref.WeakSet()      # modules that registered a parameter
         self.buffer_modules: weakref.WeakSet = weakref.WeakSet()
-        self.optimizers: weakref.WeakSet = weakref.WeakSet()
-        self.steps_done = 0          # optimizer.step() calls finished (any optimizer)
-        self.in_optimizer = 0        # > 0 while an optimizer.step() runs
+        self.steps = steps           # the dry run's step clock (steps.py): optimizers, steps done
         self._handles: list = []
+
+    @property
+    def optimizers(self):
+        return self.steps.optimizers
+
+    @property
+    def steps_done(self) -> int:
+        return self.steps.done
+
+    @property
+    def in_optimizer(self) -> int:
+        return self.steps.in_optimizer
 
     def install(self) -> None:
         from torch.nn.modules import module as nn_module
-        from torch.optim import optimizer as _optim
 
         def on_param(mod, _name, p):
             if p is not None:
@@ -60,19 +69,9 @@ class _Registry:
             if mod._buffers:
                 self.buffer_modules.add(mod)
 
-        def on_step(opt, _args, _kwargs):
-            self.optimizers.add(opt)
-            self.in_optimizer += 1
-
-        def after_step(_opt, _args, _kwargs):
-            self.in_optimizer = max(0, self.in_optimizer - 1)
-            self.steps_done += 1
-
         self._handles = [nn_module.register_module_parameter_registration_hook(on_param),
                          nn_module.register_module_buffer_registration_hook(on_buffer),
-                         nn_module.register_module_forward_pre_hook(on_forward),
-                         _optim.register_optimizer_step_pre_hook(on_step),
-                         _optim.register_optimizer_step_post_hook(after_step)]
+                         nn_module.register_module_forward_pre_hook(on_forward)]
 
     def remove(self) -> None:
         for h in self._handles:
@@ -123,9 +122,10 @@ def _tensors_in(obj, depth: int = 3) -> list:
 
 def _innermost_module() -> str | None:
     """The deepest module running now, from the estimate's ModTracker (None outside modules)."""
-    from ..estimate import state
+    from ..estimate import recorders
+    from ..estimate.api import Estimate
 
-    tracker = getattr(state.active, "_tracker", None)
+    tracker = getattr(recorders.innermost(Estimate), "_tracker", None)
     parents = [p for p in getattr(tracker, "parents", ()) if p != "Global"]
     return max(parents, key=lambda name: (name.count("."), len(name))) if parents else None
 
@@ -146,8 +146,8 @@ def _storage_sum(tensors, device: int, seen: set) -> int:
 
 
 class Memory:
-    def __init__(self) -> None:
-        self.registry = _Registry()
+    def __init__(self, steps) -> None:
+        self.registry = _Registry(steps)
         self.watching = False
         self._snap_at: dict[int, int] = {}
         self.breakdown: dict[int, dict] = {}

@@ -131,11 +131,19 @@ class Collected:
         self._warnings.__exit__(*exc)
 
     # ---- the report's section -------------------------------------------------------------------
-    def section(self, unmodelled=(), op_counts: dict | None = None) -> list[dict]:
+    def section(self, unmodelled=None, op_counts: dict | None = None) -> list[dict]:
         """[{kind, text, count, where}]: unmodelled ops first (count = how often the op ran, when
-        known), then modes the backend ignored, warnings and log messages (count = times raised)."""
+        known), then modes the backend ignored, warnings and log messages (count = times raised).
+
+        `unmodelled`: the ops the report's own recording could not cost; the notes list exactly
+        those, so they agree with the report's `unmodelled_ops` (the cost model warns once per
+        process, whichever estimate met the op first). Without it (a plan that stopped before its
+        report), the ops the warnings named."""
         counts = {k.replace("::", "."): v for k, v in (op_counts or {}).items()}
-        ops = sorted(set(unmodelled) | {t for (k, t) in self.items if k == "unmodelled op"})
+        if unmodelled is None:
+            ops = sorted({t for (k, t) in self.items if k == "unmodelled op"})
+        else:
+            ops = sorted(set(unmodelled))
         out = [{"kind": "unmodelled op", "text": op, "count": counts.get(op), "where": "cost model"}
                for op in sorted(ops, key=lambda o: -(counts.get(o) or 0))]
         order = {"ignored mode": 0, "warning": 1, "log": 2}

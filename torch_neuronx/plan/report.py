@@ -89,7 +89,7 @@ def build(run) -> dict:
                         "overridden": {**overridden_assumptions(hw.assumptions), **overridden_settings()}},
         "notes": _notes(est, run.ops),     # warnings collected while planning (plan/notes.py)
         "timeline": timeline_summary(est.events),   # one core's estimated timeline, for --html
-        "distributed": distributed_section(est),   # rank, world, collectives by group (plan/distributed)
+        "distributed": distributed_section(est, run.steps.ends_s),   # rank, world, collectives by group (plan/distributed)
     }
 
 

@@ -3,9 +3,17 @@
 `DryRun` is what `torch_neuronx.plan.dry_run()` returns and what TORCH_NEURONX_DRY_RUN=1 enters
 for the whole process. The time comes from torch_neuronx.estimate (ops, compiled graphs,
 collectives); this module only adds host syncs (assumption host_sync_s) and steps.
+
+A dry run is the one session of its process: one step clock (steps.py), one wrapper of
+`generate()` (generation.py) and named regions. A region (`run.region(name, estimate)`, what a
+model-level plan times: plan/models/measure.py) is an estimate entered inside the dry run's
+own: each op is costed once and the cost goes to both (torch_neuronx.estimate.recorders), the
+region laying it out on its own clock from zero; `generate()` calls made inside a region are
+timed on the region's estimate.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 
 import torch
@@ -15,6 +23,7 @@ from . import compiled, syncs as syncs_mod
 from .fallbacks import FallbackSites
 from .generation import GenerateCalls
 from .memory import Memory
+from .steps import StepClock
 
 _active: list = []   # the DryRun sessions entered, innermost last
 
@@ -29,14 +38,15 @@ class DryRun:
 
         self.large_bytes = config.large_bytes()   # settings first: a bad value changes nothing
         self.estimate = estimate(instance, lnc, assumptions=assumptions)
-        self.memory = Memory()
+        self.steps = StepClock(self.estimate)   # the one optimizer-step hook of the dry run
+        self.memory = Memory(self.steps)
         self.syncs = syncs_mod.HostSyncs()
         self.fallbacks = FallbackSites()   # CPU_FALLBACK / N ops per call site (plan/fallbacks.py)
         self.ops: dict[str, int] = {}
-        self.optimizer_steps = 0
-        self.generation = GenerateCalls(self.estimate, self.syncs)
+        self.regions: dict = {}            # name -> the estimate of a region timed inside (region())
+        self._timing: list = []            # regions being timed now, innermost last
+        self.generation = GenerateCalls(self.estimate, self.syncs, timing=self._generate_timing)
         self._mode = None
-        self._step_hook = None
         self._compile_override = None   # token of the compiler hook while the dry run is active
         self._metrics0: dict = {}
         self._t0 = 0.0
@@ -52,9 +62,7 @@ class DryRun:
         self._t0 = time.perf_counter()
         self._metrics0 = metrics.get_dynamo_metrics()
         self.memory.start()
-        from torch.optim import optimizer as _optim
-
-        self._step_hook = _optim.register_optimizer_step_post_hook(self._on_step)
+        self.steps.start()
         self._mode = DryRunMode(self)
         self._mode.__enter__()          # below the estimate's mode, which must see our outputs
         self.estimate.__enter__()
@@ -73,13 +81,34 @@ class DryRun:
         self.estimate.__exit__(*exc)
         self._mode.__exit__(*exc)
         self._mode = None
-        self._step_hook.remove()
+        self.steps.stop()
         self.memory.stop()
         self.wall_s = time.perf_counter() - self._t0
         self._metrics1 = _compile_metrics()
 
-    def _on_step(self, *_args) -> None:
-        self.optimizer_steps += 1
+    @property
+    def optimizer_steps(self) -> int:
+        return self.steps.done
+
+    # ---- named regions ---------------------------------------------------------------------
+    @contextlib.contextmanager
+    def region(self, name: str, est):
+        """Time the code inside on `est` (a fresh torch_neuronx.estimate) as the region `name`:
+        `est` receives the same costs as this dry run's estimate, on a clock of its own."""
+        if self._mode is None:
+            raise RuntimeError(f"region {name!r}: this dry run is not running; enter it first")
+        self.regions[name] = est
+        self._timing.append(est)
+        try:
+            with est:
+                yield est
+        finally:
+            self._timing.remove(est)
+
+    def _generate_timing(self) -> tuple:
+        """(estimate, host syncs) a generate() call is timed on: the region timed now (its own
+        figures leave host syncs out, as every region figure does), else the whole dry run's."""
+        return (self._timing[-1], None) if self._timing else (self.estimate, self.syncs)
 
     def count_op(self, func) -> None:
         name = func._schema.name

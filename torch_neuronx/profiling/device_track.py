@@ -4,11 +4,14 @@ While a `torch.profiler` trace with `ProfilerActivity.PrivateUse1` records, the
 C++ session (csrc/profiler.cpp) notes every device kernel that ran on neuron:
 its ATen name and overload, core, and its arguments and results as meta
 tensors of the same shapes. Compiled graphs and collectives run from Python;
-`begin_session` installs a recorder in the cost model's hook
-(`torch_neuronx.estimate.state.active`, the hook the neuron compile backend
-and process group already call) so that they are recorded too. When the trace
-is processed the session calls `estimate_ops` once; what it returns becomes
-the device track, laid out in stream order by the session.
+`begin_session` pushes a recorder on the cost model's recorder stack
+(`torch_neuronx.estimate.recorders`, which the neuron compile backend and
+process group deliver to) so that they are recorded too, inside an estimate or
+a dry run as well. There each eager op is costed once, by the estimate's
+dispatch mode, and that cost is delivered here too; `estimate_ops` costs only
+the noted ops nobody costed. When the trace is processed the session calls
+`estimate_ops` once; what it returns becomes the device track, laid out in
+stream order by the session.
 
 The cost model is `torch_neuronx.estimate` (`op_estimate`, and its graph and
 collective estimates); this module only adapts the session's notes to it.
@@ -16,6 +19,7 @@ collective estimates); this module only adapts the session's notes to it.
 from __future__ import annotations
 
 import threading
+from collections import deque
 import time
 import warnings
 from typing import Any
@@ -52,9 +56,12 @@ class _SessionRecorder:
     graph's own extern kernels (counted in the graph, not again).
     """
 
+    include_fake = False   # the C++ session notes kernels on real neuron tensors only
+
     def __init__(self, hardware) -> None:
         self.hardware = hardware
         self.programs: list[tuple] = []
+        self.costed: dict[tuple, deque] = {}   # (op, overload, device) -> estimates delivered, in order
         self.suppressed: list[tuple[int, int]] = []  # host intervals (ns) of graph runs
         self._local = threading.local()
 
@@ -90,11 +97,26 @@ class _SessionRecorder:
                 "algorithm": c.algorithm}
         self.programs.append((c.name, int(device), 0, now, now, float(c.seconds), meta))
 
-    def record_op(self, e, device: int) -> None:  # only the estimate's own dispatch mode calls this
+    def take_op(self, e, func, args, kwargs, out, device: int, host_sync: bool) -> None:
+        """An eager op an estimate's dispatch mode costed (recorders.py): kept for `estimate_ops`,
+        which matches it to the kernel the C++ session noted instead of costing it again."""
+        key = (func._schema.name, func._overloadname, int(device))
+        self.costed.setdefault(key, deque()).append(e)
+
+    def record_op(self, e, device: int) -> None:  # an estimate lays out ops; the trace has its own clock
         pass
 
+    def no_model(self, name: str) -> None:   # the trace shows no event for it, as estimate_ops does
+        pass
 
-_session: dict[str, Any] = {"recorder": None, "previous": None}
+    def take_costed(self, name: str, overload: str, device: int):
+        """The estimate delivered for this noted kernel, else None (the kernels of one key are
+        noted and delivered in the same order)."""
+        queue = self.costed.get((name, overload or "default", int(device)))
+        return queue.popleft() if queue else None
+
+
+_session: dict[str, Any] = {"recorder": None}
 
 
 def begin_session() -> None:
@@ -102,23 +124,19 @@ def begin_session() -> None:
     est = _estimate_package()
     if est is None:
         return
-    from torch_neuronx.estimate import state
+    from torch_neuronx.estimate import recorders
 
-    if state.active is not None:
-        # Inside torch_neuronx.estimate(): that estimate keeps the graphs and collectives.
-        _session["recorder"] = None
-        return
     recorder = _SessionRecorder(est.hardware())
-    _session["recorder"], _session["previous"] = recorder, state.active
-    state.active = recorder
+    _session["recorder"] = recorder
+    recorders.push(recorder)
 
 
 def end_session() -> None:
-    from torch_neuronx.estimate import state
+    from torch_neuronx.estimate import recorders
 
     recorder = _session["recorder"]
-    if recorder is not None and state.active is recorder:
-        state.active = _session["previous"]
+    if recorder is not None:
+        recorders.pop(recorder)
 
 
 # ---- eager ops ---------------------------------------------------------------------------------
@@ -167,9 +185,13 @@ def estimate_ops(batch: list[tuple]) -> tuple[list[tuple[float, dict]], list[tup
         return [(0.0, {}) for _ in batch], programs
     hardware = recorder.hardware if recorder is not None else est.hardware()
     results: list[tuple[float, dict]] = []
-    for name, overload, _device, inputs, outputs, start_ns, end_ns in batch:
+    for name, overload, device, inputs, outputs, start_ns, end_ns in batch:
         if suppressed and _inside(start_ns, end_ns, suppressed):
             results.append((0.0, {}))  # an extern kernel of a compiled graph: counted in the graph
+            continue
+        e = recorder.take_costed(name, overload, device) if recorder is not None else None
+        if e is not None:   # costed once already, by an estimate's dispatch mode
+            results.append((0.0, {}) if e.bound == "none" else (float(e.seconds), _metadata(e, hardware)))
             continue
         try:
             func = _overload(name, overload)

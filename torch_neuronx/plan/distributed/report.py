@@ -11,26 +11,6 @@ from __future__ import annotations
 
 import os
 
-_step_ends: list[float] = []
-_hook: list = []
-
-
-def watch_steps() -> None:
-    """Record the estimated device time at each optimizer step of this process (once per process)."""
-    if _hook:
-        return
-    from torch.optim.optimizer import register_optimizer_step_post_hook
-
-    from ...estimate import state
-
-    def on_step(*_args) -> None:
-        est = state.active
-        if est is not None:
-            _step_ends.append(est.total_s)
-
-    _hook.append(register_optimizer_step_post_hook(on_step))
-
-
 def collectives_by_kind(events) -> dict:
     out: dict = {}
     for e in events:
@@ -58,10 +38,11 @@ def steady_step_time(step_ends: list[float]) -> float | None:
     return times[0] if times else None
 
 
-def section(est) -> dict:
+def section(est, step_ends=()) -> dict:
+    """`step_ends`: the dry run's step clock (plan/steps.py), `est`'s device time at each step end."""
     env = os.environ
     collectives = collectives_by_kind(est.events)
-    ends = list(_step_ends)
+    ends = list(step_ends)
     return {
         "rank": int(env.get("RANK", 0) or 0),
         "local_rank": int(env.get("LOCAL_RANK", 0) or 0),

@@ -123,7 +123,7 @@ def _probe(config, layout: Layout, dtype, cte_batch: int, bucket: int, tkg_batch
            position: int) -> dict:
     """Build the model at this config's depth, compile the step and time one CTE and one TKG call."""
     with fake_world(layout.tp):
-        region = Region(layout)
+        region = Region(layout, "deployed probe")
         model = compiled = step = None
         out = {}
         with region:
@@ -183,7 +183,7 @@ def _held_at_depth(config, layout: Layout, dtype, batches: set[int], max_len: in
     """The full-depth model and its static caches, allocated (nothing run): what a deployment holds,
     and the allocator's own message if it does not fit."""
     with fake_world(layout.tp):
-        region = Region(layout)
+        region = Region(layout, "deployed (full depth)")
         model, caches = None, []
         with region:
             model = build_causal_lm(config, dtype, tp=layout.tp)

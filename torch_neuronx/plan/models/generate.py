@@ -10,7 +10,6 @@ from __future__ import annotations
 import torch
 
 from .. import progress
-from ..generation import GenerateCalls
 from .build import build_causal_lm, local_bytes
 from .layout import Layout, check_model
 from .measure import Region
@@ -31,9 +30,9 @@ def plan_generate(config, layout: Layout, *, batch: int = 1, input_tokens: int =
     replicas = layout.world_size // layout.tp
     model = None
     with fake_world(layout.tp):
-        region = Region(layout)
-        calls = GenerateCalls(region.est)   # the phases, as a dry run's report times every generate()
+        region = Region(layout, "generate")
         out = None
+        call = None   # none if the generate ran out of memory
         with region:
             progress.stage("building the model and sharding it" if layout.tp > 1 else "building the model")
             model = build_causal_lm(config, dtype, tp=layout.tp)
@@ -48,15 +47,15 @@ def plan_generate(config, layout: Layout, *, batch: int = 1, input_tokens: int =
                 prefill_chunk_size=prefill_chunk_size, return_dict_in_generate=True,
                 disable_compile=not compile,
                 compile_config=CompileConfig(backend="neuron", fullgraph=False, dynamic=False) if compile else None)
-            calls.start()
             progress.stage("generating", total=output_tokens, unit="token")
-            try:
-                with torch.no_grad(), region.timed():
-                    out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=gen)
-            finally:
-                calls.stop()
+            with region.generate_calls() as calls:   # the phases, as a dry run's report times every generate()
+                seen = len(calls.calls)
+                try:
+                    with torch.no_grad(), region.timed():
+                        out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=gen)
+                finally:
+                    call = calls.calls[-1] if len(calls.calls) > seen else None
         report = base_report(layout, config, model, region, dtype, dry_run)
-        call = calls.calls[-1] if calls.calls else None   # none if the generate ran out of memory
         report.update({
             "mode": "eager",   # generate() op by op; plan/models/deployed.py plans the compiled deployment
             "batch": batch, "input_tokens": input_tokens, "output_tokens": output_tokens,

@@ -9,13 +9,20 @@ import torch
 class Region:
     """One plan on neuron:0: the peak HBM from `with region:` on, the estimated device time of
     what runs inside `region.timed()` (torch_neuronx.estimate, with marks into its event list),
-    and the out-of-memory error if one stopped it (the region then ends quietly)."""
+    and the out-of-memory error if one stopped it (the region then ends quietly).
 
-    def __init__(self, layout):
+    In a dry run (the process's plan session, torch_neuronx.plan) the timed part is the session's
+    named region `name`: one cost per op for the session's estimate and this one, one generate()
+    wrapper, one step clock. Planned for real (--real) there is no session: the region times alone."""
+
+    def __init__(self, layout, name: str = "plan"):
         import torch_neuronx
+        from ..session import active
 
         self.capacity = self.capacity_bytes(layout)   # checks the runtime first
         self.est = torch_neuronx.estimate(layout.instance, layout.lnc, include_fake=True)
+        self.name = name
+        self.session = active()
         self.oom: str | None = None
         self.marks: dict[str, int] = {}
 
@@ -32,8 +39,36 @@ class Region:
 
     @contextlib.contextmanager
     def timed(self):
-        with self.est:
-            yield self
+        if self.session is None:
+            with self.est:
+                yield self
+        else:
+            with self.session.region(self.name, self.est):
+                yield self
+
+    @contextlib.contextmanager
+    def generate_calls(self):
+        """The generate() wrapper that times calls made in `timed()` on this region: the session's
+        one wrapper in a dry run, else one of the region's own for the `with` block."""
+        if self.session is not None:
+            yield self.session.generation
+            return
+        from ..generation import GenerateCalls
+
+        calls = GenerateCalls(self.est)
+        calls.start()
+        try:
+            yield calls
+        finally:
+            calls.stop()
+
+    def unmodelled(self) -> list[str]:
+        """The ops the plan's recording could not cost: in a dry run the session's estimate (the
+        whole plan: building, warm-up, the timed region) with this region's; else this region's."""
+        ops = set(self.est.unmodelled)
+        if self.session is not None:
+            ops |= self.session.estimate.unmodelled
+        return sorted(ops)
 
     def mark(self, name: str) -> None:
         self.marks[name] = len(self.est.events)

@@ -56,7 +56,7 @@ def base_report(layout, config, model, region, dtype, dry_run: bool | None = Non
         "memory_breakdown_bytes_per_core": {"parameters": params},
         "time_breakdown_s": region.by_category(),
         "collectives": region.collectives(),
-        "unmodelled_ops": sorted(region.est.unmodelled),
+        "unmodelled_ops": region.unmodelled(),   # the recording the notes list too
         # for the HTML page: the estimated timeline and the collectives' groups of what was timed
         "timeline": timeline_summary(region.est.events),
         "collective_groups": collectives_by_kind(region.est.events),

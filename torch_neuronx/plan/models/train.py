@@ -102,16 +102,15 @@ class _Zero1Shard:
         return total, total
 
 
-def _record_zero1_collectives(region, layout, nbytes: int) -> None:
+def _record_zero1_collectives(layout, nbytes: int) -> None:
     """ZeRO-1's DP traffic of one optimizer step: reduce-scatter of the gradients, all-gather of
-    the updated parameters, over the DP group of rank 0 (TP innermost: ranks 0, TP, 2 TP, ...)."""
-    from ...estimate.collectives import collective_estimate
+    the updated parameters, over the DP group of rank 0 (TP innermost: ranks 0, TP, 2 TP, ...),
+    delivered to every active recorder (the timed region, the dry run's own estimate)."""
+    from ...estimate.collectives import deliver
 
     ranks = tuple(k * layout.tp for k in range(layout.dp))
     for kind in ("reduce_scatter", "all_gather"):
-        c = collective_estimate(kind, nbytes, layout.dp, ranks=ranks, hardware=region.est.hardware,
-                                name=f"zero1.{kind}")
-        region.est.record_collective(c, 0)
+        deliver(kind, nbytes, layout.dp, ranks=ranks, name=f"zero1.{kind}", device=0)
 
 
 def zero1_check(tp: int, fsdp: int) -> None:
@@ -156,7 +155,7 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
     world = layout.tp if (zero1 and not plain_zero1) else layout.world_size // layout.pp
     model = optimizer = None
     with fake_world(world):
-        region = Region(layout)
+        region = Region(layout, "train")
         with region:
             progress.stage("building the model and sharding it" if layout.world_size > 1 else "building the model")
             if plain_zero1:
@@ -190,7 +189,7 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
                     _all_reduce_gradients(model)
                 region.mark("backward_end")
                 if zero1 and not plain_zero1 and layout.dp > 1:
-                    _record_zero1_collectives(region, layout, optimizer.local_bytes()[1])
+                    _record_zero1_collectives(layout, optimizer.local_bytes()[1])
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
 
