@@ -7,7 +7,7 @@ from ..compiler.metrics import counts_since   # cheap: imports no dynamo
 from .fallbacks import markdown_lines as fallback_lines
 from . import notes as notes_mod
 from .timeline import summary as timeline_summary
-from .wording import assumption_lines, plural, overridden_assumptions, overridden_settings
+from .wording import assumption_lines, plural, overridden_assumptions, overridden_settings, seconds, size
 
 SCHEMA_VERSION = 1
 
@@ -109,24 +109,6 @@ def _break_line(reason: str) -> str:
     return "; ".join(lines[:1] + explained)
 
 
-def _gib(n) -> str:
-    if n is None:
-        return "-"
-    if abs(n) >= 2**30:
-        return f"{n / 2**30:.2f} GiB"
-    return f"{n / 2**20:.2f} MiB"
-
-
-def _t(s) -> str:
-    if s is None:
-        return "-"
-    if s >= 1:
-        return f"{s:.3f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.3f} ms"
-    return f"{s * 1e6:.1f} us"
-
-
 def _where_text(core: dict) -> str:
     """Which step and phase the breakdown is taken at ("neuron:0 peaks in step 2's forward"), so that
     a breakdown without gradients (dropped by zero_grad(set_to_none=True) before a forward) reads right."""
@@ -143,10 +125,10 @@ def _where_text(core: dict) -> str:
 
 
 def _generate_row(g: dict) -> str:
-    tpot = _t(g["tpot_ms"] / 1e3) if g["tpot_ms"] is not None else "-"
+    tpot = seconds(g["tpot_ms"] / 1e3) if g["tpot_ms"] is not None else "-"
     rate = f"{g['output_tokens_per_s']:.1f}" if g["output_tokens_per_s"] else "-"
     return (f"| `{g['site']}` | {g['batch']} | {g['input_tokens']} | {g['new_tokens']} "
-            f"| {_t(g['ttft_ms'] / 1e3)} | {tpot} | {rate} |")
+            f"| {seconds(g['ttft_ms'] / 1e3)} | {tpot} | {rate} |")
 
 
 def markdown(r: dict) -> str:
@@ -159,10 +141,10 @@ def markdown(r: dict) -> str:
     lines.append("|---" * 11 + "|")
     for c in r["cores"]:
         b = c["breakdown"]
-        lines.append(f"| neuron:{c['device']} | {_gib(c['peak_allocated_bytes'])} | {_gib(c['peak_reserved_bytes'])} "
-                     f"| {_gib(c['capacity_bytes'])} | {_gib(c['headroom_bytes'])} | {_gib(b['parameters'])} "
-                     f"| {_gib(b['gradients'])} | {_gib(b['optimizer_state'])} | {_gib(b['activations'])} "
-                     f"| {_gib(b['kv_cache'])} | {_gib(b['other'])} |")
+        lines.append(f"| neuron:{c['device']} | {size(c['peak_allocated_bytes'])} | {size(c['peak_reserved_bytes'])} "
+                     f"| {size(c['capacity_bytes'])} | {size(c['headroom_bytes'])} | {size(b['parameters'])} "
+                     f"| {size(b['gradients'])} | {size(b['optimizer_state'])} | {size(b['activations'])} "
+                     f"| {size(b['kv_cache'])} | {size(b['other'])} |")
     where = [f"- {_where_text(c)}" for c in r["cores"] if c.get("peak_at")]
     lines += [""] + where if where else []
     if r["oom"]:
@@ -170,15 +152,15 @@ def markdown(r: dict) -> str:
                   f"> {r['oom']['message']}"]
     tb = r["time_breakdown"]
     lines += ["", "## Estimated time", "",
-              f"total {_t(r['estimated_total_s'])}"
-              + (f", {plural(r['optimizer_steps'], 'optimizer step')}, {_t(r['estimated_step_s'])} per step"
+              f"total {seconds(r['estimated_total_s'])}"
+              + (f", {plural(r['optimizer_steps'], 'optimizer step')}, {seconds(r['estimated_step_s'])} per step"
                  if r["optimizer_steps"] else "")
               + f"; MFU {100 * r['mfu']:.1f}%", "",
               "| compute | memory | launch | collectives | host syncs |", "|---|---|---|---|---|",
-              f"| {_t(tb['compute_s'])} | {_t(tb['memory_s'])} | {_t(tb['launch_s'])} "
-              f"| {_t(sum(c['seconds'] for c in tb['collectives'].values()))} | {_t(tb['host_syncs_s'])} |"]
+              f"| {seconds(tb['compute_s'])} | {seconds(tb['memory_s'])} | {seconds(tb['launch_s'])} "
+              f"| {seconds(sum(c['seconds'] for c in tb['collectives'].values()))} | {seconds(tb['host_syncs_s'])} |"]
     for kind, c in tb["collectives"].items():
-        lines.append(f"- {kind}: {plural(c['count'], 'call')}, {c['bytes'] / 1e6:,.3g} MB, {_t(c['seconds'])}")
+        lines.append(f"- {kind}: {plural(c['count'], 'call')}, {size(c['bytes'])}, {seconds(c['seconds'])}")
     gens = r.get("generate_calls") or []
     if gens:
         lines += ["", f"## generate() calls: {len(gens)}", "",

@@ -20,6 +20,7 @@ JSON keys of `python -m torch_neuronx.plan run --nproc-per-node N ... --json OUT
 """
 from __future__ import annotations
 
+from ...runtime.units import seconds, size
 from . import roles
 
 
@@ -71,20 +72,6 @@ def merge(reports: dict[int, dict], *, world_size: int, nnodes: int, nproc_per_n
     }
 
 
-def _size(n) -> str:
-    if n is None:
-        return "?"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
-    return str(n)
-
-
-def _time(s: float) -> str:
-    return f"{s * 1e3:.3f} ms" if s < 1 else f"{s:.3f} s"
-
-
 def _at_peak(rank: int, report: dict) -> str:
     """'rank 0 at its peak: parameters ..., gradients ...; neuron:0 peaks in step 2's forward (...)'."""
     from ..report import _where_text
@@ -93,7 +80,7 @@ def _at_peak(rank: int, report: dict) -> str:
     if not cores:
         return f"- rank {rank}: no neuron memory allocated"
     core = max(cores, key=lambda c: c["peak_allocated_bytes"])
-    parts = ", ".join(f"{k.replace('_', ' ')} {_size(v)}" for k, v in core["breakdown"].items()
+    parts = ", ".join(f"{k.replace('_', ' ')} {size(v)}" for k, v in core["breakdown"].items()
                       if k != "at_allocated_bytes" and v)
     where = f"; {_where_text(core)}" if core.get("peak_at") else ""
     return f"- rank {rank} at its peak: {parts or 'nothing'}{where}"
@@ -112,20 +99,20 @@ def markdown(merged: dict) -> str:
     for r in shown:
         src = m["represented_by"][r]
         rr = m["ranks"][str(src)]
-        lines.append(f"| {r} | {src} | {_size(m['peak_hbm_bytes_per_core'][r])} | "
-                     f"{_size(m['hbm_capacity_bytes_per_core'])} | {_time(_step_time(rr))} | "
+        lines.append(f"| {r} | {src} | {size(m['peak_hbm_bytes_per_core'][r])} | "
+                     f"{size(m['hbm_capacity_bytes_per_core'])} | {seconds(_step_time(rr))} | "
                      f"{rr['distributed']['collective_count']} |")
     lines += [""] + [_at_peak(r, m["ranks"][str(r)]) for r in m["ranks_run"] if m["ranks"].get(str(r))]
     fits = "yes" if m["fits"] else "NO"
     for rank, oom in m["oom"].items():
         lines += ["", f"**rank {rank} out of memory** on neuron:{oom['device']} at `{oom['site']}`: {oom['message']}"]
-    lines += ["", f"fits: {fits}; headroom {_size(m['headroom_bytes'])} on the fullest core"
+    lines += ["", f"fits: {fits}; headroom {size(m['headroom_bytes'])} on the fullest core"
               + ("" if m["phantom_memory"] else " (device memory was real, not phantom)"),
-              f"step time (slowest rank, {m['slowest_rank']}): {_time(m['step_time_s'])}", ""]
+              f"step time (slowest rank, {m['slowest_rank']}): {seconds(m['step_time_s'])}", ""]
     if m["collectives"]:
         lines += [f"collectives of rank {m['slowest_rank']} (whole run):", "",
                   "| kind | count | bytes | estimated time | groups |", "|---|---:|---:|---:|---|"]
         for kind, c in sorted(m["collectives"].items()):
             groups = "; ".join(f"[{g}] x{n}" for g, n in sorted(c["groups"].items()))
-            lines.append(f"| {kind} | {c['count']} | {_size(c['bytes'])} | {_time(c['seconds'])} | {groups} |")
+            lines.append(f"| {kind} | {c['count']} | {size(c['bytes'])} | {seconds(c['seconds'])} | {groups} |")
     return "\n".join(lines)
