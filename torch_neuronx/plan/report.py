@@ -9,7 +9,7 @@ from . import notes as notes_mod
 from .timeline import summary as timeline_summary
 from .wording import assumption_lines, plural, overridden_assumptions, overridden_settings, seconds, size
 
-SCHEMA_VERSION = 1
+from .report_model import stamped
 
 
 def _time_breakdown(est) -> dict:
@@ -47,16 +47,15 @@ def build(run) -> dict:
     m0, m1 = run._metrics0, run._metrics1
     graph_names = sorted({e.name for e in est.events if e.kind == "graph"})
     steps = run.optimizer_steps
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "phantom_memory": bool(_C._allocator_phantom()),
+    return stamped("rank", {
+        "dry_run": bool(_C._allocator_phantom()),
         "instance": hw.instance.name, "lnc": hw.lnc, "logical_cores_per_instance": hw.logical_cores,
         "peak_hbm_bytes_per_core": max((c["peak_allocated_bytes"] for c in cores), default=0),
         "peak_reserved_bytes_per_core": max((c["peak_reserved_bytes"] for c in cores), default=0),
         "hbm_capacity_bytes_per_core": cores[0]["capacity_bytes"] if cores else int(_C._hbm_capacity(0)),
         "fits": run.memory.oom is None,
         "oom": run.memory.oom,
-        "headroom_bytes": min((c["headroom_bytes"] for c in cores), default=None),
+        "headroom_bytes_per_core": min((c["headroom_bytes"] for c in cores), default=None),
         "cores": cores,
         "host_syncs": run.syncs.as_list(),
         "host_sync_count": n_syncs,
@@ -65,7 +64,7 @@ def build(run) -> dict:
         "optimizer_steps": steps,
         "generate_calls": list(run.generation.calls),   # per generate(): TTFT, TPOT (plan/generation.py)
         "estimated_step_s": total / steps if steps else None,
-        "time_breakdown": breakdown,
+        "time_by_bound_s": breakdown,
         "flops": est.flops,
         "mfu": est.flops / (total * hw.peak_flops_bf16) if total > 0 else 0.0,
         "ops": sum(run.ops.values()),
@@ -90,7 +89,7 @@ def build(run) -> dict:
         "notes": _notes(est, run.ops),     # warnings collected while planning (plan/notes.py)
         "timeline": timeline_summary(est.events),   # one core's estimated timeline, for --html
         "distributed": distributed_section(est),   # rank, world, collectives by group (plan/distributed)
-    }
+    })
 
 
 def _notes(est, ops: dict) -> list[dict]:
@@ -150,7 +149,7 @@ def markdown(r: dict) -> str:
     if r["oom"]:
         lines += ["", f"**Out of memory** on neuron:{r['oom']['device']} at `{r['oom']['site']}`:", "",
                   f"> {r['oom']['message']}"]
-    tb = r["time_breakdown"]
+    tb = r["time_by_bound_s"]
     lines += ["", "## Estimated time", "",
               f"total {seconds(r['estimated_total_s'])}"
               + (f", {plural(r['optimizer_steps'], 'optimizer step')}, {seconds(r['estimated_step_s'])} per step"
@@ -182,7 +181,7 @@ def markdown(r: dict) -> str:
     elif r["unmodelled_ops"]:
         lines += ["", "Ops without a cost model (counted as Vector-engine ops): " + ", ".join(r["unmodelled_ops"])]
     lines += ["", f"{r['ops']:,} neuron ops; planned in {r['planning_wall_s']:.1f} s"
-              + ("" if r["phantom_memory"] else " (device memory was real: not a phantom-memory run)")
+              + ("" if r["dry_run"] else " (device memory was real: not a phantom-memory run)")
               + ". Estimates from the documented model (docs/estimate.md), not measurements."]
     return "\n".join(lines)
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+from ..report_model import SCHEMA_VERSION, stamped
+
 
 def _phantom() -> bool:
     from ... import _C
@@ -40,6 +42,7 @@ def base_report(layout, config, model, region, dtype, dry_run: bool | None = Non
     if count is not None:
         count -= kv.pop("replica_parameters")   # the model's own parameters, not the KV copies
     return {
+        "schema_version": SCHEMA_VERSION, "kind": "model",
         "instance": layout.instance, "lnc": layout.lnc, "nodes": layout.nodes,
         "world_size": layout.world_size, "layout": layout.describe(),
         "tp": layout.tp, "fsdp": layout.fsdp, "dp": layout.dp, "pp": layout.pp,
@@ -92,6 +95,7 @@ def _parameter_count(model) -> int | None:
 
 def write_json(report: dict, path: str | None) -> None:
     if path:
+        report = stamped("model", report)   # checked against the one report model before it is written
         with open(path, "w") as f:
             json.dump(report, f, indent=1, default=str)
 
