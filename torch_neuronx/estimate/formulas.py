@@ -13,6 +13,8 @@ import torch
 from torch.utils import flop_counter
 from torch.utils._pytree import tree_flatten
 
+from . import aten as aten_schema
+
 aten = torch.ops.aten
 
 _extra_flops: dict = {}
@@ -176,7 +178,8 @@ def op_name(func) -> str:
 
 
 def is_view(func) -> bool:
-    return bool(getattr(func, "is_view", False)) or func._overloadpacket.__name__ in FREE
+    """Free on the device: a view (estimate/aten.py) or an op that only changes metadata (FREE)."""
+    return aten_schema.is_view(func) or func._overloadpacket.__name__ in FREE
 
 
 def tensors(tree):
