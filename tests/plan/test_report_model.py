@@ -14,8 +14,9 @@ import torch
 
 from torch_neuronx import plan
 from torch_neuronx.plan import html_report
-from torch_neuronx.plan.distributed.merge import merge
+from torch_neuronx.plan.distributed.merge import markdown, merge
 from torch_neuronx.plan.report_model import RENAMED, SCHEMA_VERSION, PlanReport, normalized
+from torch_neuronx.runtime.units import size
 
 COMMON = ("schema_version", "kind", "dry_run", "instance", "lnc", "fits", "peak_hbm_bytes_per_core",
           "hbm_capacity_bytes_per_core", "headroom_bytes_per_core", "oom")
@@ -73,6 +74,11 @@ def test_merged_report_reads_version_1_ranks(rank_report):
                                                  - rank_report["peak_hbm_bytes_per_core"])
     assert merged["ranks"]["1"]["time_by_bound_s"] == rank_report["time_by_bound_s"]
     assert PlanReport.from_json(merged).to_json() == merged
+    md = markdown(merged).splitlines()            # what `plan run --nproc-per-node 2` prints
+    peak = size(rank_report["peak_hbm_bytes_per_core"])
+    assert "| rank | as | peak HBM / core | capacity | step time | collectives |" in md
+    assert "|---:|---:|---:|---:|---:|---:|" in md and any(ln.startswith(f"| 1 | 1 | {peak} | ") for ln in md)
+    assert any(ln.startswith("fits: yes; headroom ") and "on the fullest core" in ln for ln in md)
     old = _as_version_1(merged)
     assert normalized(old) == merged
     assert html_report.render(old) == html_report.render(merged)

@@ -3,7 +3,7 @@
 report, markdown and HTML)."""
 from __future__ import annotations
 
-from ..runtime.units import number, plural, seconds, size  # noqa: F401  (the one formatter, re-exported)
+from ..runtime.units import markdown_table, number, plural, seconds, size  # noqa: F401  (the one formatter, re-exported)
 
 
 def overridden_assumptions(assumptions) -> dict:

@@ -63,11 +63,15 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence], align: str |
     align = align or "l" * len(header)
     if len(align) != len(header) or set(align) - {"l", "r"}:
         raise ValueError(f"align={align!r}: give one letter per column ({len(header)}), each 'l' or 'r'.")
-    lines = ["| " + " | ".join(header) + " |",
+    lines = [_row(header),
              "|" + "".join("---:|" if a == "r" else "---|" for a in align)]
     for row in rows:
         row = list(row)
         if len(row) != len(header):
             raise ValueError(f"a table row has {len(row)} cells, the header {len(header)}: {row!r}")
-        lines.append("| " + " | ".join(str(c) for c in row) + " |")
+        lines.append(_row(row))
     return lines
+
+
+def _row(cells) -> str:
+    return "|" + "|".join(f" {c} " if str(c) else " " for c in cells) + "|"

@@ -21,7 +21,7 @@ JSON keys of `python -m torch_neuronx.plan run --nproc-per-node N ... --json OUT
 """
 from __future__ import annotations
 
-from ...runtime.units import seconds, size
+from ...runtime.units import markdown_table, seconds, size
 from ..report_model import normalized, stamped
 from . import roles
 
@@ -95,16 +95,15 @@ def markdown(merged: dict) -> str:
     lines = [f"## Dry run: {m['world_size']} ranks ({m['nnodes']} node(s) x {m['nproc_per_node']}) "
              f"on {m['instance']} LNC={m['lnc']}",
              f"ranks run: {', '.join(map(str, m['ranks_run']))} (others take the report of the rank "
-             f"shown under 'as')", "",
-             "| rank | as | peak HBM / core | capacity | step time | collectives |",
-             "|---:|---:|---:|---:|---:|---:|"]
-    shown = sorted(set(m["ranks_run"]) | {0, m["world_size"] - 1})
-    for r in shown:
+             f"shown under 'as')", ""]
+    rows = []
+    for r in sorted(set(m["ranks_run"]) | {0, m["world_size"] - 1}):
         src = m["represented_by"][r]
         rr = m["ranks"][str(src)]
-        lines.append(f"| {r} | {src} | {size(m['peak_hbm_bytes_per_core'][r])} | "
-                     f"{size(m['hbm_capacity_bytes_per_core'])} | {seconds(_step_time(rr))} | "
-                     f"{rr['distributed']['collective_count']} |")
+        rows.append((r, src, size(m["peak_hbm_bytes_per_core"][r]), size(m["hbm_capacity_bytes_per_core"]),
+                     seconds(_step_time(rr)), rr["distributed"]["collective_count"]))
+    lines += markdown_table(["rank", "as", "peak HBM / core", "capacity", "step time", "collectives"], rows,
+                            align="rrrrrr")
     lines += [""] + [_at_peak(r, m["ranks"][str(r)]) for r in m["ranks_run"] if m["ranks"].get(str(r))]
     fits = "yes" if m["fits"] else "NO"
     for rank, oom in m["oom"].items():
@@ -113,9 +112,10 @@ def markdown(merged: dict) -> str:
               + ("" if m["dry_run"] else " (device memory was real, not phantom)"),
               f"step time (slowest rank, {m['slowest_rank']}): {seconds(m['step_time_s'])}", ""]
     if m["collectives"]:
-        lines += [f"collectives of rank {m['slowest_rank']} (whole run):", "",
-                  "| kind | count | bytes | estimated time | groups |", "|---|---:|---:|---:|---|"]
-        for kind, c in sorted(m["collectives"].items()):
-            groups = "; ".join(f"[{g}] x{n}" for g, n in sorted(c["groups"].items()))
-            lines.append(f"| {kind} | {c['count']} | {size(c['bytes'])} | {seconds(c['seconds'])} | {groups} |")
+        lines += [f"collectives of rank {m['slowest_rank']} (whole run):", ""]
+        lines += markdown_table(
+            ["kind", "count", "bytes", "estimated time", "groups"],
+            [(kind, c["count"], size(c["bytes"]), seconds(c["seconds"]),
+              "; ".join(f"[{g}] x{n}" for g, n in sorted(c["groups"].items())))
+             for kind, c in sorted(m["collectives"].items())], align="lrrrl")
     return "\n".join(lines)
