@@ -22,8 +22,9 @@ Contract (stable; the profiler device track and the dry-run planner build on it)
 Layout: hardware.py (per-logical-core view of `neuron_hardware`), assumptions.py (named,
 overridable), formulas.py (FLOPs, bytes, engines), ops.py (per-op roofline), decompose.py (ops
 without a formula costed from their decomposition), graphs.py (compiled
-graphs as fused programs), collectives.py (c10d), mode.py (the dispatch mode), report.py.
-See docs/estimate.md.
+graphs as fused programs), collectives.py (c10d), mode.py (the dispatch mode), report.py,
+costs.py (costs users register), aten.py (ATen schema and storage reading, shared with the planner
+and numerics). See docs/estimate.md.
 """
 from __future__ import annotations
 
