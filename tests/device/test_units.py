@@ -19,6 +19,7 @@ def test_size_digits_and_units_are_powers_of_two():
     assert units.size(64 << 10, 0) == "64 KiB"
     assert units.size(4 << 20, 0) == "4 MiB"
     assert units.size(1536, 1) == "1.5 KiB"
+    assert units.size(1536, 1, space="") == "1.5KiB" and units.size(0, 1, space="") == "0B"   # neuron-top
     assert (units.KiB, units.MiB, units.GiB) == (1024, 1024 ** 2, 1024 ** 3)
 
 

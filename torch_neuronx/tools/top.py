@@ -25,10 +25,16 @@ from rich.text import Text
 from rich.tree import Tree
 
 from ..runtime.env import NeuronEnvironmentError
-from ..runtime.units import size
+from ..runtime.units import size as _size
 from .api import host
 from .api.collector import ProcessRate, Sample, rates, take_sample
 from .api.devices import InstanceView, instance_view
+
+
+def _mem(n) -> str:
+    """Bytes as neuron-top draws them: the one formatter, compact (`23.5GiB`, `0B`) so that a row of
+    figures fits an 80-column terminal."""
+    return _size(n, 1, space="")
 
 
 @dataclass
@@ -84,10 +90,10 @@ def _memory_summary(view: InstanceView, shown: list[ProcessRate]) -> Panel:
     reserved = sum(c.reserved for p in shown for c in p.cores)
     hbm = view.hbm_per_core * sum(len(c.logical_cores) for c in view.chips)
     table = Table.grid(padding=(0, 2))
-    table.add_row("Host", f"Total {size(mem['memory_total_bytes'])}", f"Tensors {size(0)}", f"Constants {size(0)}",
-                  f"DMA Buffers {size(0)}", f"App. Memory {size(rss)}")
-    table.add_row("Device", f"Total {size(hbm)}", f"Tensors {size(tensors)}", f"Constants {size(0)}",
-                  f"Model Code {size(0)}", f"Runtime Memory {size(reserved - tensors)}", f"Model Scratchpad {size(0)}")
+    table.add_row("Host", f"Total {_mem(mem['memory_total_bytes'])}", f"Tensors {_mem(0)}", f"Constants {_mem(0)}",
+                  f"DMA Buffers {_mem(0)}", f"App. Memory {_mem(rss)}")
+    table.add_row("Device", f"Total {_mem(hbm)}", f"Tensors {_mem(tensors)}", f"Constants {_mem(0)}",
+                  f"Model Code {_mem(0)}", f"Runtime Memory {_mem(reserved - tensors)}", f"Model Scratchpad {_mem(0)}")
     return Panel(table, title="Memory Usage Summary", title_align="left")
 
 
@@ -96,12 +102,12 @@ def _memory_details(shown: list[ProcessRate]) -> Panel:
     if not shown:
         tree.add(Text("no process is using the NeuronCores", style="dim"))
     for p in shown:
-        node = tree.add(f"pid {p.entry.pid}  {p.entry.command[:60]}  host {size(host.process_rss(p.entry.pid))}")
+        node = tree.add(f"pid {p.entry.pid}  {p.entry.command[:60]}  host {_mem(host.process_rss(p.entry.pid))}")
         for c in p.cores:
             # Estimated TFLOPS: FLOPs the cost model counted (torch_neuronx.estimate() on in that process).
             flops = f"  est. {c.flops / 1e12:.4f} TFLOPS" if c.flops else ""
-            node.add(f"NC{c.core} (neuron:{c.local})  tensors {size(c.allocated)}  peak "
-                     f"{size(c.allocated_peak)}  reserved {size(c.reserved)}  ops/s {c.ops / c.period:.0f}  "
+            node.add(f"NC{c.core} (neuron:{c.local})  tensors {_mem(c.allocated)}  peak "
+                     f"{_mem(c.allocated_peak)}  reserved {_mem(c.reserved)}  ops/s {c.ops / c.period:.0f}  "
                      f"graphs/s {c.graphs / c.period:.0f}{flops}")
     return Panel(tree, title="Memory Usage Details", title_align="left")
 
