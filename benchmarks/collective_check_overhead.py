@@ -1,6 +1,6 @@
 """Claim: the cross-rank collective check (on for every call of a group's life
 by default) costs one small all_gather per collective: measured here per call
-at 1 KB and 64 MB, on 2 and 4 local ranks.
+at 1 KiB and 64 MiB, on 2 and 4 local ranks.
 
 Both sides run in the same processes, on neuron tensors: one group with the
 check on (the default) and one with TORCH_NEURONX_COLLECTIVE_CHECKS=0. The two
@@ -20,6 +20,8 @@ import socket
 import statistics
 import time
 from datetime import timedelta
+
+from torch_neuronx.runtime.units import size
 
 SIZES = [1 << 10, 64 << 20]
 
@@ -95,8 +97,7 @@ def main() -> None:
         for nbytes, checked, unchecked in run(world, args.repeats):
             c, u = statistics.median(checked), statistics.median(unchecked)
             ratio = statistics.median(a / b for a, b in zip(checked, unchecked))
-            size = f"{nbytes >> 10} KB" if nbytes < 1 << 20 else f"{nbytes >> 20} MB"
-            print(f"{world:>5} {size:>7} {c * 1e6:>11.1f} {u * 1e6:>13.1f} {(c - u) * 1e6:>9.1f} {ratio:>6.2f}")
+            print(f"{world:>5} {size(nbytes, 0):>7} {c * 1e6:>11.1f} {u * 1e6:>13.1f} {(c - u) * 1e6:>9.1f} {ratio:>6.2f}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Claim: collectives on neuron tensors (backend "neuron") run at least 0.9x as
 fast as gloo on plain CPU tensors, for all_reduce and all_gather_into_tensor
-from 1 KB to 64 MB, on 2 and 4 local ranks.
+from 1 KiB to 64 MiB, on 2 and 4 local ranks.
 
 Both sides run in the same processes: the default group is backend "neuron"
 (neuron tensors, moved by gloo over CPU views of the same bytes), and a second
@@ -21,6 +21,8 @@ import socket
 import statistics
 import time
 from datetime import timedelta
+
+from torch_neuronx.runtime.units import size
 
 TARGET = 0.9  # neuron bandwidth / gloo bandwidth, at every size
 SIZES = [1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
@@ -95,10 +97,6 @@ def _worker(rank, world, port, sizes, repeats, queue):
     dist.destroy_process_group()
 
 
-def _human(n: int) -> str:
-    return f"{n >> 20} MB" if n >= 1 << 20 else f"{n >> 10} KB"
-
-
 def run(world: int, sizes, repeats: int) -> int:
     import torch.multiprocessing as mp
 
@@ -113,7 +111,7 @@ def run(world: int, sizes, repeats: int) -> int:
     for coll, nbytes, bw_n, bw_g, ratio in rows:
         ok = ratio >= TARGET
         misses += not ok
-        print(f"{coll:<12}{_human(nbytes):>8}{bw_n:>10.3f}{bw_g:>10.3f}{ratio:>8.2f}  {'PASS' if ok else 'MISS'}")
+        print(f"{coll:<12}{size(nbytes, 0):>8}{bw_n:>10.3f}{bw_g:>10.3f}{ratio:>8.2f}  {'PASS' if ok else 'MISS'}")
     return misses
 
 
@@ -121,7 +119,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ranks", type=int, nargs="*", default=[2, 4])
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--quick", action="store_true", help="1 KB, 64 KB, 4 MB only; 3 repeats")
+    parser.add_argument("--quick", action="store_true", help="1 KiB, 64 KiB, 4 MiB only; 3 repeats")
     args = parser.parse_args()
     sizes = [1 << 10, 64 << 10, 4 << 20] if args.quick else SIZES
     repeats = 3 if args.quick else args.repeats

@@ -120,14 +120,13 @@ def main() -> None:
         print(f"MISS: runs did not all finish (got {sorted(results)})")
         return
 
-    def kib(n: int) -> str:
-        return f"{n / 1024:8.1f} KiB"
+    from torch_neuronx.runtime.units import size
 
     print("tiny Qwen3 (examples/sft_tiny_assets.py), fp32, AdamW; torch.neuron memory relative to process start")
     print(f"{'':<18}{'params':>13}{'params+optim peak':>20}{'resident after step':>22}{'peak (with step)':>19}")
     for label, r in [("1 process", single)] + [(f"2x2 rank {r['rank']}", r) for r in ranks]:
-        print(f"{label:<18}{kib(r['params']):>13}{kib(r['peak_params_optim']):>20}"
-              f"{kib(r['resident_after_step']):>22}{kib(r['peak']):>19}")
+        print(f"{label:<18}{size(r['params']):>13}{size(r['peak_params_optim']):>20}"
+              f"{size(r['resident_after_step']):>22}{size(r['peak']):>19}")
     worst = {k: max(r[k] for r in ranks) / single[k] for k in ("params", "peak_params_optim",
                                                                "resident_after_step", "peak")}
     print(f"\nlargest rank / 1 process: params {worst['params']:.3f}, params+optim peak "

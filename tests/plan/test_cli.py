@@ -16,7 +16,7 @@ def test_plan_run_of_a_40_gb_model_reports_the_oom_with_little_host_memory(tmp_p
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "# Dry run on trn2.48xlarge (LNC=2): does NOT fit" in proc.stdout
     r = json.loads(report.read_text())
-    assert r["phantom_memory"] is True and r["fits"] is False
+    assert r["dry_run"] is True and r["fits"] is False
     assert r["oom"]["message"].startswith("Neuron out of memory. Tried to allocate 128.00 MiB")
     assert r["oom"]["site"].endswith("big_stack.py:14")
     cap = r["hbm_capacity_bytes_per_core"]

@@ -31,7 +31,7 @@ def test_tp4_by_fsdp8_on_two_nodes_plans_with_two_processes(monkeypatch, tmp_pat
                  "--json", str(tmp_path / "plan.json"))
     merged = launch.run(args, [SCRIPT])
     assert merged["world_size"] == 32 and merged["ranks_run"] == [0, 31]
-    assert merged["phantom_memory"] and merged["fits"]
+    assert merged["dry_run"] and merged["fits"]
     peaks = merged["peak_hbm_bytes_per_core"]
     assert len(peaks) == 32 and min(peaks) > 0
     assert peaks[0] == peaks[31]                     # ranks alike, as the roles assume

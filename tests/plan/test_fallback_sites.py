@@ -29,7 +29,7 @@ def test_report_lists_fallback_ops_per_call_site():
     # the estimate charged each CPU fallback call; the breakdown carries it apart from device time
     charged = [e for e in run.estimate.events if e.category == "cpu_fallback"]
     assert len(charged) == 4
-    assert r["time_breakdown"]["cpu_fallback_s"] == pytest.approx(sum(e.seconds for e in charged), rel=1e-12)
+    assert r["time_by_bound_s"]["cpu_fallback_s"] == pytest.approx(sum(e.seconds for e in charged), rel=1e-12)
     md = run.markdown()
     assert "## CPU fallbacks: 5 op calls" in md
     assert "**1 op calls are not supported by TorchNeuron (N)**" in md
@@ -41,5 +41,5 @@ def test_no_fallbacks_no_section():
     with plan.dry_run() as run:
         x / x.pow(2).sum(-1, keepdim=True).sqrt()
     r = run.report()
-    assert r["cpu_fallbacks"] == [] and r["time_breakdown"]["cpu_fallback_s"] == 0.0
+    assert r["cpu_fallbacks"] == [] and r["time_by_bound_s"]["cpu_fallback_s"] == 0.0
     assert "CPU fallbacks" not in run.markdown()

@@ -25,7 +25,7 @@ def test_table_and_json_of_a_trn2_48xlarge(capsys, monkeypatch, tmp_path):
     assert lines[2] == "logical-neuroncore-config: 2"
     assert "| NEURON | NEURON |  NEURON  | NEURON |" in lines[4]
     row0 = next(line for line in lines if line.startswith("| 0 "))
-    assert [c.strip() for c in row0.strip("|").split("|")][:5] == ["0", "4", "0-3", "96 GB", "12, 3, 4, 1"]
+    assert [c.strip() for c in row0.strip("|").split("|")][:5] == ["0", "4", "0-3", "96 GiB", "12, 3, 4, 1"]
     assert sum(1 for line in lines if line.startswith("| ")) == 2 + 16  # two header lines, 16 chips
     code, out, _ = _run(capsys, "-j")
     chips = json.loads(out)

@@ -33,7 +33,7 @@ def test_render_sections_tabs_and_toggle(worker, runtime_dir):
     for section in ("NeuronCore v3d Utilization (%)", "VCPU Utilization", "Memory Usage Summary",
                     "Memory Usage Details", "[0] all", f"[1] {worker.pid}"):
         assert section in screen, screen
-    assert "NC0" in screen and "NC1" in screen and "tensors 1.0MB" in screen
+    assert "NC0" in screen and "NC1" in screen and "tensors 1.0MiB" in screen
     assert top.handle_key("F", state, 1) and state.tflops
     assert "TFLOPS" in _draw(top.render(view, before, after, state))
     assert top.handle_key("\t", state, 1) and state.tab == 1

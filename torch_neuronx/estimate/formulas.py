@@ -13,6 +13,8 @@ import torch
 from torch.utils import flop_counter
 from torch.utils._pytree import tree_flatten
 
+from . import aten as aten_schema
+
 aten = torch.ops.aten
 
 _extra_flops: dict = {}
@@ -176,7 +178,8 @@ def op_name(func) -> str:
 
 
 def is_view(func) -> bool:
-    return bool(getattr(func, "is_view", False)) or func._overloadpacket.__name__ in FREE
+    """Free on the device: a view (estimate/aten.py) or an op that only changes metadata (FREE)."""
+    return aten_schema.is_view(func) or func._overloadpacket.__name__ in FREE
 
 
 def tensors(tree):
@@ -223,8 +226,8 @@ class UnmodelledOpError(RuntimeError):
     def __init__(self, name: str) -> None:
         super().__init__(
             f"torch_neuronx.estimate(strict=True): no cost model for {name} (no FLOP formula, not a "
-            "known Vector/Scalar-engine op, no decomposition). Register a FLOP formula with "
-            "torch_neuronx.estimate.register_flops, or a decomposition with torch_neuronx.estimate."
+            "known Vector/Scalar-engine op, no decomposition). Register its cost with "
+            "torch_neuronx.estimate.register_cost (or a FLOP formula with register_flops), or a decomposition with torch_neuronx.estimate."
             "decompose.reference, or estimate without strict (it is then listed in the report and "
             "counted as a Vector-engine op).")
         self.op = name
@@ -236,5 +239,5 @@ def warn_unmodelled(name: str) -> None:
         return
     _warned.add(name)
     warnings.warn(f"torch_neuronx.estimate: no cost model for {name}; counted as a Vector-engine "
-                  "op by element count (register a FLOP formula with torch_neuronx.estimate."
-                  "register_flops to refine it)", RuntimeWarning, stacklevel=3)
+                  "op by element count (register its cost with torch_neuronx.estimate."
+                  "register_cost to refine it)", RuntimeWarning, stacklevel=3)

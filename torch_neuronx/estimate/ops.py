@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from . import formulas
+from .costs import Cost, registered_cost
 from .hardware import LOW_PRECISION, Hardware, dtype_name
 from .hardware import hardware as _hardware
 
@@ -54,6 +55,22 @@ def roofline(name, category, engine, flops, nbytes, compute_s, hw: Hardware, lau
         bound = "compute" if compute_s >= memory_s else "memory"
     return OpEstimate(name, body + launch_s, bound, category, int(flops), int(nbytes), engine,
                       compute_s, memory_s, launch_s, dtype, modelled)
+
+
+def _registered(name, cost: Cost, ins, outs, nbytes, hw: Hardware, launch_s: float) -> OpEstimate:
+    """A cost registered with `register_cost`: FLOPs at the Tensor engine's rate, elements at the
+    Vector engine's, bytes at HBM bandwidth, through the same roofline as every op."""
+    every = ins + outs
+    dtype = dtype_name(every[0].dtype) if every else "float32"
+    compute_s = 0.0
+    if cost.flops:
+        compute_s += cost.flops / (hw.tensor_flops(dtype) * hw.assumptions.matmul_efficiency)
+    if cost.elements:
+        compute_s += cost.elements / (hw.vector_elems_per_s(dtype, 1) * hw.assumptions.vector_efficiency)
+    category = cost.category or ("matmul" if cost.flops else "elementwise")
+    engine = "tensor" if cost.flops else "vector"
+    return roofline(name, category, engine, cost.flops, nbytes if cost.bytes is None else cost.bytes,
+                    compute_s, hw, launch_s, dtype)
 
 
 def _pipeline_fill_s(flops, ins, outs, nbytes, hw: Hardware) -> float:
@@ -124,6 +141,9 @@ def op_estimate(func, args, kwargs, out, *, hardware: Hardware | None = None,
     moved = formulas.moved_bytes(func, ins, outs)
     nbytes = moved if moved is not None else (
         sum(formulas.touched_bytes(t) for t in ins) + sum(formulas.touched_bytes(t) for t in outs))
+    custom = registered_cost(func, args, kwargs, out)
+    if custom is not None:
+        return _registered(name, custom, ins, outs, nbytes, hw, launch)
     flops = formulas.flops(func, args, kwargs, out)
     packet = func._overloadpacket.__name__
     if flops is not None:

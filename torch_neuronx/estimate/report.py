@@ -5,6 +5,8 @@ import json
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
+from ..runtime import units
+
 
 @dataclass
 class Event:
@@ -135,21 +137,21 @@ class Report:
         """A short table in the manner of torch.cuda.memory_summary."""
         total = self.total_s
         lines = [f"Estimated Trainium time on {self.hardware.name} (one logical core): "
-                 f"{_fmt(total)}, {len(self.events)} events, {self.flops / 1e9:.3g} GFLOP, "
+                 f"{units.seconds(total)}, {len(self.events)} events, {self.flops / 1e9:.3g} GFLOP, "
                  f"MFU {100 * self.mfu:.1f}% of {self.hardware.peak_flops_bf16 / 1e12:.0f} TFLOPS bf16"]
         lines.append(f"{'category':<28}{'time':>12}{'share':>8}")
         cats = self.by_category()
         whole = sum(cats.values()) or 1.0
         for k, v in cats.items():
-            lines.append(f"{k:<28}{_fmt(v):>12}{100 * v / whole:>7.1f}%")
+            lines.append(f"{k:<28}{units.seconds(v):>12}{100 * v / whole:>7.1f}%")
         lines.append(f"{'top ops':<40}{'calls':>7}{'time':>12}")
         for name, row in list(self.by_op().items())[:top]:
-            lines.append(f"{name[:39]:<40}{row['count']:>7}{_fmt(row['seconds']):>12}")
+            lines.append(f"{name[:39]:<40}{row['count']:>7}{units.seconds(row['seconds']):>12}")
         mods = self.by_module()
         if mods:
             lines.append(f"{'module':<40}{'forward':>12}{'backward':>12}")
             for name, row in sorted(mods.items(), key=lambda kv: -sum(kv[1].values()))[:top]:
-                lines.append(f"{name[:39]:<40}{_fmt(row['forward']):>12}{_fmt(row['backward']):>12}")
+                lines.append(f"{name[:39]:<40}{units.seconds(row['forward']):>12}{units.seconds(row['backward']):>12}")
         seen = set()
         for e in self.events:
             if e.kind == "graph" and e.name not in seen:
@@ -159,11 +161,3 @@ class Report:
             lines.append("no cost model (counted as Vector-engine ops): " + ", ".join(sorted(self.unmodelled)))
         lines.append("(estimates from the documented model in docs/estimate.md, not measurements)")
         return "\n".join(lines)
-
-
-def _fmt(s: float) -> str:
-    if s >= 1:
-        return f"{s:.3f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.3f} ms"
-    return f"{s * 1e6:.1f} us"

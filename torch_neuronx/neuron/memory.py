@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from ..runtime.units import size
 from ._utils import DeviceLike, device_index
 
 
@@ -145,14 +146,6 @@ def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
         pickle.dump(snap, f)
 
 
-def _format_size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
-    return str(n)
-
-
 def memory_summary(device: DeviceLike = None, abbreviated: bool = False) -> str:
     """A human-readable table of the allocator statistics, like torch.cuda's."""
     idx = _idx(device)
@@ -170,15 +163,15 @@ def memory_summary(device: DeviceLike = None, abbreviated: bool = False) -> str:
            "-" * 79]
     for title, key, is_bytes in rows:
         for pool in pools:
-            fmt = _format_size if is_bytes else str
+            fmt = size if is_bytes else str
             label = title if pool == "all" else f"  from {pool.replace('_', ' ')}"
             vals = [stats.get(f"{key}.{pool}.{k}", 0) for k in ("current", "peak", "allocated", "freed")]
             out.append(f"{label:<28}|{fmt(vals[0]):>12} |{fmt(vals[1]):>12} |{fmt(vals[2]):>11} |{fmt(vals[3]):>10}")
         out.append("-" * 79)
     cached = stats.get("reserved_bytes.all.current", 0) - stats.get("allocated_bytes.all.current", 0)
-    out.append(f"Free but cached (reserved - allocated): {_format_size(cached)}; empty_cache() returns the "
+    out.append(f"Free but cached (reserved - allocated): {size(cached)}; empty_cache() returns the "
                f"wholly free segments")
-    out.append(f"HBM of this logical core: {_format_size(total)} total, {_format_size(free)} free; "
+    out.append(f"HBM of this logical core: {size(total)} total, {size(free)} free; "
                f"OOMs: {stats.get('num_ooms', 0)}, alloc retries: {stats.get('num_alloc_retries', 0)}")
     out.append(line)
     return "\n".join(out) + "\n"

@@ -18,6 +18,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .._torch_versions import require
+from ..estimate.aten import is_view
 from . import fp8, float64, int64, int_via_fp32, recompute, report, stochastic_rounding
 from .config import NumericsConfig
 
@@ -100,7 +101,7 @@ class NumericsMode(TorchDispatchMode):
         and what the C++ filter calls for an op with a watched neuron tensor or dtype argument."""
         if not self._inputs_watched(args, kwargs):
             return self.produced(func, args, kwargs, func(*args, **kwargs))
-        if recompute.returns_view(func) or func._schema.name in _UNINITIALISED:
+        if is_view(func) or func._schema.name in _UNINITIALISED:
             return func(*args, **kwargs)
         tensors = _tensors(args, kwargs)
         if not any(recompute.is_plain_neuron(t) for t in tensors) and not _neuron_device(kwargs.get("device")):

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from ..estimate.aten import written_arguments
+
 PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
@@ -19,30 +21,9 @@ def is_plain_neuron(t) -> bool:
     return type(t) in PLAIN and t.device.type == "neuron"
 
 
-def mutated_positions(func) -> tuple[list[int], list[str]]:
-    """Positional indices and keyword names of the arguments `func` writes."""
-    cached = getattr(func, "_neuron_mutated", None)
-    if cached is None:
-        pos, kw = [], []
-        for i, arg in enumerate(func._schema.arguments):
-            if arg.alias_info is not None and arg.alias_info.is_write:
-                (kw if arg.kwarg_only else pos).append(i if not arg.kwarg_only else arg.name)
-        cached = (pos, kw)
-        try:
-            func._neuron_mutated = cached
-        except AttributeError:
-            pass
-    return cached
-
-
-def returns_view(func) -> bool:
-    """View ops compute nothing: their results alias an input."""
-    return any(r.alias_info is not None and not r.alias_info.is_write for r in func._schema.returns)
-
-
 def snapshot_mutated(func, args, kwargs):
     """Copies of the tensors `func` will write, taken before it runs."""
-    pos, kw = mutated_positions(func)
+    pos, kw = written_arguments(func)
     if not pos and not kw:
         return None
     snap_args = list(args)
@@ -102,7 +83,7 @@ def neuron_outputs(func, args, kwargs, out) -> list:
     """The tensors an op produced or wrote, in a stable order."""
     tensors = [t for t in flat_tensors(out) if is_plain_neuron(t)]
     if not tensors:
-        pos, kw = mutated_positions(func)
+        pos, kw = written_arguments(func)
         for i in pos:
             if i < len(args):
                 tensors += [t for t in flat_tensors(args[i]) if is_plain_neuron(t)]

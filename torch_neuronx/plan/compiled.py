@@ -35,6 +35,7 @@ import contextlib
 import torch
 
 from ..compiler.hooks import CompileOverride
+from ..estimate.aten import storage_bytes
 
 # Inductor's cpp.simdlen while a dry run compiles: 1 is no vector ISA (see the module docstring)
 SIMDLEN = 1
@@ -56,7 +57,7 @@ def no_op_kernel(argtypes: list[str], large_bytes: int):
 
         with _disable_current_modes():   # not an op of the program: no mode counts it
             for w, a in zip(written, args):
-                if w and isinstance(a, torch.Tensor) and 0 < a.untyped_storage().nbytes() < large_bytes:
+                if w and isinstance(a, torch.Tensor) and 0 < storage_bytes(a) < large_bytes:
                     a.zero_()
         return None
 

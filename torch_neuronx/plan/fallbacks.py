@@ -11,6 +11,7 @@ import threading
 
 from .. import ops_support
 from .._user_site import user_site
+from ..runtime import units
 
 
 class FallbackSites:
@@ -39,7 +40,7 @@ def markdown_lines(report: dict) -> list[str]:
         return []
     rejected = sum(r["count"] for r in rows if r["status"] == ops_support.N)
     lines = ["", f"## CPU fallbacks: {sum(r['count'] for r in rows)} op calls, "
-             f"{_ms(report['time_breakdown'].get('cpu_fallback_s', 0.0))} estimated "
+             f"{units.seconds(report['time_by_bound_s'].get('cpu_fallback_s', 0.0))} estimated "
              "(each copies its inputs to the host and its results back; docs/op-support.md)", ""]
     if rejected:
         lines += [f"**{rejected} op calls are not supported by TorchNeuron (N)**: on Trainium the script fails "
@@ -49,6 +50,3 @@ def markdown_lines(report: dict) -> list[str]:
               for r in rows[:20]]
     return lines
 
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3f} ms"

@@ -16,6 +16,7 @@ import json
 import math
 import sys
 
+from .report_model import normalized
 from .wording import number, plural, seconds, size
 
 # memory categories in stacking order, with their colours (the same in every bar and legend)
@@ -347,7 +348,7 @@ def dry_run_page(r: dict) -> str:
     for c in r["cores"]:
         b = {k: v for k, v in c["breakdown"].items() if k != "at_allocated_bytes"}
         cores.append((f"neuron:{c['device']}", b, c["peak_allocated_bytes"], c["capacity_bytes"]))
-    tb = r["time_breakdown"]
+    tb = r["time_by_bound_s"]
     items = [("compute-bound", tb["compute_s"]), ("memory-bound", tb["memory_s"]), ("launch", tb["launch_s"]),
              *((f"collective: {k}", c["seconds"]) for k, c in tb["collectives"].items()),
              ("host syncs", tb["host_syncs_s"])]
@@ -402,7 +403,8 @@ def render(report) -> str:
     """The page for any plan's report (dict) or a sweep's rows (list)."""
     if isinstance(report, list):
         return sweep_page(report)
-    if "cores" in report or ("ranks" in report and "ranks_run" in report):
+    report = normalized(report)   # any schema version, earlier key names included (plan/report_model.py)
+    if report["kind"] in ("rank", "merged"):
         return dry_run_page(report)
     return model_page(report)
 
@@ -427,6 +429,9 @@ def main(args: argparse.Namespace) -> int:
         return 2
     try:
         write(report, args.out)
+    except ValueError as err:
+        print(f"plan html: {args.report!r} is {err}", file=sys.stderr)
+        return 2
     except (KeyError, TypeError) as err:
         print(f"plan html: {args.report!r} is not a plan report (missing {err}); give the --json of "
               f"plan run, generate, train or sweep", file=sys.stderr)

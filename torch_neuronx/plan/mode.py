@@ -23,6 +23,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from .. import kernels
+from ..estimate.aten import is_view, storage_bytes, written_tensors
 from . import syncs
 
 
@@ -52,21 +53,6 @@ def _integer_index(func, args) -> bool:
         return False
     return all(i is None or (isinstance(i, torch.Tensor) and not i.is_floating_point()
                              and i.dtype not in (torch.bool, torch.uint8)) for i in args[1])
-
-
-def _storage_bytes(t: torch.Tensor) -> int:
-    try:
-        return t.untyped_storage().nbytes()
-    except (RuntimeError, NotImplementedError):   # sparse / nested: no plain storage
-        return t.numel() * t.element_size()
-
-
-def _is_view(func) -> bool:
-    """Returns alias an input without writing it (transpose, view, split, detach, ...)."""
-    schema = func._schema
-    if schema.is_mutable:
-        return False
-    return any(r.alias_info is not None for r in schema.returns)
 
 
 def _returns_tensors(func) -> bool:
@@ -117,12 +103,12 @@ class DryRunMode(TorchDispatchMode):
             return func(*args, **kwargs)            # a CPU (or meta) op: not ours
         name = func._schema.name
         self.session.count_op(func)
-        if name in _METADATA_OPS or _INPLACE_VIEW in func.tags or _is_view(func):
+        if name in _METADATA_OPS or _INPLACE_VIEW in func.tags or is_view(func):
             return self._real(func, args, kwargs)
         if func.namespace in _COLLECTIVE_NAMESPACES:
             # the dry run's process group moves no data but records (estimates) each collective:
             # a collective run on meta copies would never reach it
-            if name == "_c10d_functional::all_reduce" and _storage_bytes(args[0]) >= self.large:
+            if name == "_c10d_functional::all_reduce" and storage_bytes(args[0]) >= self.large:
                 # its kernel clones the input (a host copy of phantom memory): an output of the
                 # same layout, reduced in place by the group, charges the same bytes and copies none
                 out = torch.empty(args[0].shape, dtype=args[0].dtype, device=args[0].device)
@@ -130,7 +116,7 @@ class DryRunMode(TorchDispatchMode):
                 return out
             return self._real(func, args, kwargs)
         self.session.fallbacks.record(func, args, kwargs)   # ops TorchNeuron runs on the host CPU
-        large = any(_storage_bytes(t) >= self.large for t in tensors)
+        large = any(storage_bytes(t) >= self.large for t in tensors)
         host_read = self._host_read(func, args, kwargs, neuron)
         if host_read:
             self.session.syncs.record(func, self.session)
@@ -145,7 +131,7 @@ class DryRunMode(TorchDispatchMode):
                 meta_out, back = self._run_meta(func, args, kwargs)
             except Exception:  # noqa: BLE001 - a small op without a meta kernel just runs
                 return self._real(func, args, kwargs)
-            if not any(_storage_bytes(m) >= self.large for m in tree_flatten(meta_out)[0]
+            if not any(storage_bytes(m) >= self.large for m in tree_flatten(meta_out)[0]
                        if isinstance(m, torch.Tensor)):
                 return self._real(func, args, kwargs)
         else:
@@ -240,24 +226,12 @@ class DryRunMode(TorchDispatchMode):
             except torch.OutOfMemoryError as err:
                 self.session.memory.record_oom(err, syncs.user_site())
                 raise
-            if 0 < _storage_bytes(t) < zero_below:
+            if 0 < storage_bytes(t) < zero_below:
                 t.zero_()                                    # what a phantom input gives, read as zeros
             return t
 
         out = tree_map(fresh, meta_out)
-        for t in self._written(func, args, kwargs):
-            if 0 < _storage_bytes(t) < zero_below:
+        for t in written_tensors(func, args, kwargs):
+            if 0 < storage_bytes(t) < zero_below:
                 t.zero_()
-        return out
-
-    @staticmethod
-    def _written(func, args, kwargs) -> list:
-        out = []
-        for i, a in enumerate(func._schema.arguments):
-            if a.alias_info is None or not a.alias_info.is_write:
-                continue
-            v = args[i] if i < len(args) else kwargs.get(a.name)
-            for t in (v if isinstance(v, (list, tuple)) else [v]):
-                if isinstance(t, torch.Tensor):
-                    out.append(t)
         return out

@@ -7,9 +7,9 @@ from ..compiler.metrics import counts_since   # cheap: imports no dynamo
 from .fallbacks import markdown_lines as fallback_lines
 from . import notes as notes_mod
 from .timeline import summary as timeline_summary
-from .wording import assumption_lines, plural, overridden_assumptions, overridden_settings
+from .wording import assumption_lines, plural, overridden_assumptions, overridden_settings, seconds, size
 
-SCHEMA_VERSION = 1
+from .report_model import stamped
 
 
 def _time_breakdown(est) -> dict:
@@ -47,16 +47,15 @@ def build(run) -> dict:
     m0, m1 = run._metrics0, run._metrics1
     graph_names = sorted({e.name for e in est.events if e.kind == "graph"})
     steps = run.optimizer_steps
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "phantom_memory": bool(_C._allocator_phantom()),
+    return stamped("rank", {
+        "dry_run": bool(_C._allocator_phantom()),
         "instance": hw.instance.name, "lnc": hw.lnc, "logical_cores_per_instance": hw.logical_cores,
         "peak_hbm_bytes_per_core": max((c["peak_allocated_bytes"] for c in cores), default=0),
         "peak_reserved_bytes_per_core": max((c["peak_reserved_bytes"] for c in cores), default=0),
         "hbm_capacity_bytes_per_core": cores[0]["capacity_bytes"] if cores else int(_C._hbm_capacity(0)),
         "fits": run.memory.oom is None,
         "oom": run.memory.oom,
-        "headroom_bytes": min((c["headroom_bytes"] for c in cores), default=None),
+        "headroom_bytes_per_core": min((c["headroom_bytes"] for c in cores), default=None),
         "cores": cores,
         "host_syncs": run.syncs.as_list(),
         "host_sync_count": n_syncs,
@@ -65,7 +64,7 @@ def build(run) -> dict:
         "optimizer_steps": steps,
         "generate_calls": list(run.generation.calls),   # per generate(): TTFT, TPOT (plan/generation.py)
         "estimated_step_s": total / steps if steps else None,
-        "time_breakdown": breakdown,
+        "time_by_bound_s": breakdown,
         "flops": est.flops,
         "mfu": est.flops / (total * hw.peak_flops_bf16) if total > 0 else 0.0,
         "ops": sum(run.ops.values()),
@@ -90,7 +89,7 @@ def build(run) -> dict:
         "notes": _notes(est, run.ops),     # warnings collected while planning (plan/notes.py)
         "timeline": timeline_summary(est.events),   # one core's estimated timeline, for --html
         "distributed": distributed_section(est, run.steps.ends_s),   # rank, world, collectives by group (plan/distributed)
-    }
+    })
 
 
 def _notes(est, ops: dict) -> list[dict]:
@@ -109,24 +108,6 @@ def _break_line(reason: str) -> str:
     return "; ".join(lines[:1] + explained)
 
 
-def _gib(n) -> str:
-    if n is None:
-        return "-"
-    if abs(n) >= 2**30:
-        return f"{n / 2**30:.2f} GiB"
-    return f"{n / 2**20:.2f} MiB"
-
-
-def _t(s) -> str:
-    if s is None:
-        return "-"
-    if s >= 1:
-        return f"{s:.3f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.3f} ms"
-    return f"{s * 1e6:.1f} us"
-
-
 def _where_text(core: dict) -> str:
     """Which step and phase the breakdown is taken at ("neuron:0 peaks in step 2's forward"), so that
     a breakdown without gradients (dropped by zero_grad(set_to_none=True) before a forward) reads right."""
@@ -143,10 +124,10 @@ def _where_text(core: dict) -> str:
 
 
 def _generate_row(g: dict) -> str:
-    tpot = _t(g["tpot_ms"] / 1e3) if g["tpot_ms"] is not None else "-"
+    tpot = seconds(g["tpot_ms"] / 1e3) if g["tpot_ms"] is not None else "-"
     rate = f"{g['output_tokens_per_s']:.1f}" if g["output_tokens_per_s"] else "-"
     return (f"| `{g['site']}` | {g['batch']} | {g['input_tokens']} | {g['new_tokens']} "
-            f"| {_t(g['ttft_ms'] / 1e3)} | {tpot} | {rate} |")
+            f"| {seconds(g['ttft_ms'] / 1e3)} | {tpot} | {rate} |")
 
 
 def markdown(r: dict) -> str:
@@ -159,26 +140,26 @@ def markdown(r: dict) -> str:
     lines.append("|---" * 11 + "|")
     for c in r["cores"]:
         b = c["breakdown"]
-        lines.append(f"| neuron:{c['device']} | {_gib(c['peak_allocated_bytes'])} | {_gib(c['peak_reserved_bytes'])} "
-                     f"| {_gib(c['capacity_bytes'])} | {_gib(c['headroom_bytes'])} | {_gib(b['parameters'])} "
-                     f"| {_gib(b['gradients'])} | {_gib(b['optimizer_state'])} | {_gib(b['activations'])} "
-                     f"| {_gib(b['kv_cache'])} | {_gib(b['other'])} |")
+        lines.append(f"| neuron:{c['device']} | {size(c['peak_allocated_bytes'])} | {size(c['peak_reserved_bytes'])} "
+                     f"| {size(c['capacity_bytes'])} | {size(c['headroom_bytes'])} | {size(b['parameters'])} "
+                     f"| {size(b['gradients'])} | {size(b['optimizer_state'])} | {size(b['activations'])} "
+                     f"| {size(b['kv_cache'])} | {size(b['other'])} |")
     where = [f"- {_where_text(c)}" for c in r["cores"] if c.get("peak_at")]
     lines += [""] + where if where else []
     if r["oom"]:
         lines += ["", f"**Out of memory** on neuron:{r['oom']['device']} at `{r['oom']['site']}`:", "",
                   f"> {r['oom']['message']}"]
-    tb = r["time_breakdown"]
+    tb = r["time_by_bound_s"]
     lines += ["", "## Estimated time", "",
-              f"total {_t(r['estimated_total_s'])}"
-              + (f", {plural(r['optimizer_steps'], 'optimizer step')}, {_t(r['estimated_step_s'])} per step"
+              f"total {seconds(r['estimated_total_s'])}"
+              + (f", {plural(r['optimizer_steps'], 'optimizer step')}, {seconds(r['estimated_step_s'])} per step"
                  if r["optimizer_steps"] else "")
               + f"; MFU {100 * r['mfu']:.1f}%", "",
               "| compute | memory | launch | collectives | host syncs |", "|---|---|---|---|---|",
-              f"| {_t(tb['compute_s'])} | {_t(tb['memory_s'])} | {_t(tb['launch_s'])} "
-              f"| {_t(sum(c['seconds'] for c in tb['collectives'].values()))} | {_t(tb['host_syncs_s'])} |"]
+              f"| {seconds(tb['compute_s'])} | {seconds(tb['memory_s'])} | {seconds(tb['launch_s'])} "
+              f"| {seconds(sum(c['seconds'] for c in tb['collectives'].values()))} | {seconds(tb['host_syncs_s'])} |"]
     for kind, c in tb["collectives"].items():
-        lines.append(f"- {kind}: {plural(c['count'], 'call')}, {c['bytes'] / 1e6:,.3g} MB, {_t(c['seconds'])}")
+        lines.append(f"- {kind}: {plural(c['count'], 'call')}, {size(c['bytes'])}, {seconds(c['seconds'])}")
     gens = r.get("generate_calls") or []
     if gens:
         lines += ["", f"## generate() calls: {len(gens)}", "",
@@ -200,7 +181,7 @@ def markdown(r: dict) -> str:
     elif r["unmodelled_ops"]:
         lines += ["", "Ops without a cost model (counted as Vector-engine ops): " + ", ".join(r["unmodelled_ops"])]
     lines += ["", f"{r['ops']:,} neuron ops; planned in {r['planning_wall_s']:.1f} s"
-              + ("" if r["phantom_memory"] else " (device memory was real: not a phantom-memory run)")
+              + ("" if r["dry_run"] else " (device memory was real: not a phantom-memory run)")
               + ". Estimates from the documented model (docs/estimate.md), not measurements."]
     return "\n".join(lines)
 

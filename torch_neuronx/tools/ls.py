@@ -11,10 +11,9 @@ import sys
 
 from .._version import __version__
 from ..runtime.env import NeuronEnvironmentError
+from ..runtime.units import size
 from .api.devices import InstanceView, instance_view
 from .api.registry import ProcessEntry, list_processes
-
-GB = 1 << 30
 
 
 def _ids(cores: tuple[int, ...]) -> str:
@@ -72,7 +71,7 @@ def render_table(view: InstanceView, entries: list[ProcessEntry], wide: bool, sh
         chip_cells = [str(chip.index), str(len(chip.logical_cores))]
         if not wide:
             chip_cells.append(_ids(chip.logical_cores))
-        chip_cells += [f"{chip.memory_bytes // GB} GB", ", ".join(map(str, chip.connected)), chip.bdf]
+        chip_cells += [size(chip.memory_bytes, 0), ", ".join(map(str, chip.connected)), chip.bdf]
         if not wide:
             chip_cells += [chip.cpu_affinity, chip.numa_node]
         with_procs = wide or show_procs

@@ -25,17 +25,16 @@ from rich.text import Text
 from rich.tree import Tree
 
 from ..runtime.env import NeuronEnvironmentError
+from ..runtime.units import size as _size
 from .api import host
 from .api.collector import ProcessRate, Sample, rates, take_sample
 from .api.devices import InstanceView, instance_view
 
 
-def _bytes(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1024 or unit == "GB":
-            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
-        n /= 1024
-    return str(n)
+def _mem(n) -> str:
+    """Bytes as neuron-top draws them: the one formatter, compact (`23.5GiB`, `0B`) so that a row of
+    figures fits an 80-column terminal."""
+    return _size(n, 1, space="")
 
 
 @dataclass
@@ -91,10 +90,10 @@ def _memory_summary(view: InstanceView, shown: list[ProcessRate]) -> Panel:
     reserved = sum(c.reserved for p in shown for c in p.cores)
     hbm = view.hbm_per_core * sum(len(c.logical_cores) for c in view.chips)
     table = Table.grid(padding=(0, 2))
-    table.add_row("Host", f"Total {_bytes(mem['memory_total_bytes'])}", "Tensors 0B", "Constants 0B",
-                  "DMA Buffers 0B", f"App. Memory {_bytes(rss)}")
-    table.add_row("Device", f"Total {_bytes(hbm)}", f"Tensors {_bytes(tensors)}", "Constants 0B",
-                  "Model Code 0B", f"Runtime Memory {_bytes(reserved - tensors)}", "Model Scratchpad 0B")
+    table.add_row("Host", f"Total {_mem(mem['memory_total_bytes'])}", f"Tensors {_mem(0)}", f"Constants {_mem(0)}",
+                  f"DMA Buffers {_mem(0)}", f"App. Memory {_mem(rss)}")
+    table.add_row("Device", f"Total {_mem(hbm)}", f"Tensors {_mem(tensors)}", f"Constants {_mem(0)}",
+                  f"Model Code {_mem(0)}", f"Runtime Memory {_mem(reserved - tensors)}", f"Model Scratchpad {_mem(0)}")
     return Panel(table, title="Memory Usage Summary", title_align="left")
 
 
@@ -103,12 +102,12 @@ def _memory_details(shown: list[ProcessRate]) -> Panel:
     if not shown:
         tree.add(Text("no process is using the NeuronCores", style="dim"))
     for p in shown:
-        node = tree.add(f"pid {p.entry.pid}  {p.entry.command[:60]}  host {_bytes(host.process_rss(p.entry.pid))}")
+        node = tree.add(f"pid {p.entry.pid}  {p.entry.command[:60]}  host {_mem(host.process_rss(p.entry.pid))}")
         for c in p.cores:
             # Estimated TFLOPS: FLOPs the cost model counted (torch_neuronx.estimate() on in that process).
             flops = f"  est. {c.flops / 1e12:.4f} TFLOPS" if c.flops else ""
-            node.add(f"NC{c.core} (neuron:{c.local})  tensors {_bytes(c.allocated)}  peak "
-                     f"{_bytes(c.allocated_peak)}  reserved {_bytes(c.reserved)}  ops/s {c.ops / c.period:.0f}  "
+            node.add(f"NC{c.core} (neuron:{c.local})  tensors {_mem(c.allocated)}  peak "
+                     f"{_mem(c.allocated_peak)}  reserved {_mem(c.reserved)}  ops/s {c.ops / c.period:.0f}  "
                      f"graphs/s {c.graphs / c.period:.0f}{flops}")
     return Panel(tree, title="Memory Usage Details", title_align="left")
 

@@ -9,12 +9,7 @@ from __future__ import annotations
 
 import torch
 
-
-def _storage_bytes(t: torch.Tensor) -> int:
-    try:
-        return t.untyped_storage().nbytes()
-    except (RuntimeError, NotImplementedError):
-        return t.numel() * t.element_size()
+from ...estimate.aten import storage_bytes
 
 
 def backed(t: torch.Tensor) -> bool:
@@ -24,4 +19,4 @@ def backed(t: torch.Tensor) -> bool:
     from .. import config
 
     phantom = getattr(_C, "_allocator_phantom", None)   # absent from a core built before dry runs
-    return phantom is None or not phantom() or _storage_bytes(t) < config.large_bytes()
+    return phantom is None or not phantom() or storage_bytes(t) < config.large_bytes()

@@ -1,12 +1,13 @@
 """Merge the per-rank dry-run reports (plan/report.py, each with its "distributed" section) into one.
 
 JSON keys of `python -m torch_neuronx.plan run --nproc-per-node N ... --json OUT.json`:
-    world_size, nnodes, nproc_per_node, instance, lnc, phantom_memory
+    schema_version, kind ("merged"; plan/report_model.py), world_size, nnodes, nproc_per_node, instance, lnc,
+    dry_run                   every started rank ran with phantom device memory
     ranks_run                 the ranks that were started
     represented_by            list per rank: the started rank whose report stands in for it (roles.py)
     peak_hbm_bytes_per_core   list per rank: the peak allocated bytes of the rank's own core
                               (neuron:LOCAL_RANK), as torch.neuron.max_memory_allocated reports it
-    hbm_capacity_bytes_per_core, headroom_bytes (on the fullest core)
+    hbm_capacity_bytes_per_core, headroom_bytes_per_core (on the fullest core)
     fits                      every rank's peak within its core's HBM and no rank out of memory
     oom                       {rank: the failing allocation} for the ranks that ran out of memory
     step_time_s               the slowest rank's estimated step time (ranks wait for each other at
@@ -20,6 +21,8 @@ JSON keys of `python -m torch_neuronx.plan run --nproc-per-node N ... --json OUT
 """
 from __future__ import annotations
 
+from ...runtime.units import markdown_table, seconds, size
+from ..report_model import normalized, stamped
 from . import roles
 
 
@@ -39,6 +42,7 @@ def _step_time(report: dict) -> float:
 
 
 def merge(reports: dict[int, dict], *, world_size: int, nnodes: int, nproc_per_node: int, pp: int = 1) -> dict:
+    reports = {r: normalized(report) for r, report in reports.items()}   # any schema version's rank reports
     run = sorted(reports)
     rep = [roles.representative(r, run, world_size=world_size, pp=pp) for r in range(world_size)]
     peaks = [_peak(reports[rep[r]]) for r in range(world_size)]
@@ -47,20 +51,20 @@ def merge(reports: dict[int, dict], *, world_size: int, nnodes: int, nproc_per_n
     capacity = first.get("hbm_capacity_bytes_per_core")
     oom = {str(r): reports[r]["oom"] for r in run if reports[r].get("oom")}
     fits = not oom and (capacity is None or all(p <= capacity for p in peaks))
-    return {
+    return stamped("merged", {
         "world_size": world_size,
         "nnodes": nnodes,
         "nproc_per_node": nproc_per_node,
         "instance": first.get("instance"),
         "lnc": first.get("lnc"),
-        "phantom_memory": all(reports[r].get("phantom_memory") for r in run),
+        "dry_run": all(reports[r].get("dry_run") for r in run),
         "ranks_run": run,
         "represented_by": rep,
         "peak_hbm_bytes_per_core": peaks,
         "hbm_capacity_bytes_per_core": capacity,
         "fits": fits,
         "oom": oom,
-        "headroom_bytes": None if capacity is None else capacity - max(peaks),
+        "headroom_bytes_per_core": None if capacity is None else capacity - max(peaks),
         "step_time_s": _step_time(reports[slowest]),
         "slowest_rank": slowest,
         "estimated_total_s": reports[slowest]["estimated_total_s"],
@@ -68,21 +72,7 @@ def merge(reports: dict[int, dict], *, world_size: int, nnodes: int, nproc_per_n
         "collectives_by_rank": {str(r): reports[r]["distributed"]["collectives"] for r in run},
         "host_sync_count_by_rank": {str(r): reports[r].get("host_sync_count", 0) for r in run},
         "ranks": {str(r): reports[r] for r in run},
-    }
-
-
-def _size(n) -> str:
-    if n is None:
-        return "?"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
-    return str(n)
-
-
-def _time(s: float) -> str:
-    return f"{s * 1e3:.3f} ms" if s < 1 else f"{s:.3f} s"
+    })
 
 
 def _at_peak(rank: int, report: dict) -> str:
@@ -93,7 +83,7 @@ def _at_peak(rank: int, report: dict) -> str:
     if not cores:
         return f"- rank {rank}: no neuron memory allocated"
     core = max(cores, key=lambda c: c["peak_allocated_bytes"])
-    parts = ", ".join(f"{k.replace('_', ' ')} {_size(v)}" for k, v in core["breakdown"].items()
+    parts = ", ".join(f"{k.replace('_', ' ')} {size(v)}" for k, v in core["breakdown"].items()
                       if k != "at_allocated_bytes" and v)
     where = f"; {_where_text(core)}" if core.get("peak_at") else ""
     return f"- rank {rank} at its peak: {parts or 'nothing'}{where}"
@@ -105,27 +95,27 @@ def markdown(merged: dict) -> str:
     lines = [f"## Dry run: {m['world_size']} ranks ({m['nnodes']} node(s) x {m['nproc_per_node']}) "
              f"on {m['instance']} LNC={m['lnc']}",
              f"ranks run: {', '.join(map(str, m['ranks_run']))} (others take the report of the rank "
-             f"shown under 'as')", "",
-             "| rank | as | peak HBM / core | capacity | step time | collectives |",
-             "|---:|---:|---:|---:|---:|---:|"]
-    shown = sorted(set(m["ranks_run"]) | {0, m["world_size"] - 1})
-    for r in shown:
+             f"shown under 'as')", ""]
+    rows = []
+    for r in sorted(set(m["ranks_run"]) | {0, m["world_size"] - 1}):
         src = m["represented_by"][r]
         rr = m["ranks"][str(src)]
-        lines.append(f"| {r} | {src} | {_size(m['peak_hbm_bytes_per_core'][r])} | "
-                     f"{_size(m['hbm_capacity_bytes_per_core'])} | {_time(_step_time(rr))} | "
-                     f"{rr['distributed']['collective_count']} |")
+        rows.append((r, src, size(m["peak_hbm_bytes_per_core"][r]), size(m["hbm_capacity_bytes_per_core"]),
+                     seconds(_step_time(rr)), rr["distributed"]["collective_count"]))
+    lines += markdown_table(["rank", "as", "peak HBM / core", "capacity", "step time", "collectives"], rows,
+                            align="rrrrrr")
     lines += [""] + [_at_peak(r, m["ranks"][str(r)]) for r in m["ranks_run"] if m["ranks"].get(str(r))]
     fits = "yes" if m["fits"] else "NO"
     for rank, oom in m["oom"].items():
         lines += ["", f"**rank {rank} out of memory** on neuron:{oom['device']} at `{oom['site']}`: {oom['message']}"]
-    lines += ["", f"fits: {fits}; headroom {_size(m['headroom_bytes'])} on the fullest core"
-              + ("" if m["phantom_memory"] else " (device memory was real, not phantom)"),
-              f"step time (slowest rank, {m['slowest_rank']}): {_time(m['step_time_s'])}", ""]
+    lines += ["", f"fits: {fits}; headroom {size(m['headroom_bytes_per_core'])} on the fullest core"
+              + ("" if m["dry_run"] else " (device memory was real, not phantom)"),
+              f"step time (slowest rank, {m['slowest_rank']}): {seconds(m['step_time_s'])}", ""]
     if m["collectives"]:
-        lines += [f"collectives of rank {m['slowest_rank']} (whole run):", "",
-                  "| kind | count | bytes | estimated time | groups |", "|---|---:|---:|---:|---|"]
-        for kind, c in sorted(m["collectives"].items()):
-            groups = "; ".join(f"[{g}] x{n}" for g, n in sorted(c["groups"].items()))
-            lines.append(f"| {kind} | {c['count']} | {_size(c['bytes'])} | {_time(c['seconds'])} | {groups} |")
+        lines += [f"collectives of rank {m['slowest_rank']} (whole run):", ""]
+        lines += markdown_table(
+            ["kind", "count", "bytes", "estimated time", "groups"],
+            [(kind, c["count"], size(c["bytes"]), seconds(c["seconds"]),
+              "; ".join(f"[{g}] x{n}" for g, n in sorted(c["groups"].items())))
+             for kind, c in sorted(m["collectives"].items())], align="lrrrl")
     return "\n".join(lines)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+from ..report_model import SCHEMA_VERSION, stamped
+
 
 def _phantom() -> bool:
     from ... import _C
@@ -40,6 +42,7 @@ def base_report(layout, config, model, region, dtype, dry_run: bool | None = Non
     if count is not None:
         count -= kv.pop("replica_parameters")   # the model's own parameters, not the KV copies
     return {
+        "schema_version": SCHEMA_VERSION, "kind": "model",
         "instance": layout.instance, "lnc": layout.lnc, "nodes": layout.nodes,
         "world_size": layout.world_size, "layout": layout.describe(),
         "tp": layout.tp, "fsdp": layout.fsdp, "dp": layout.dp, "pp": layout.pp,
@@ -92,6 +95,7 @@ def _parameter_count(model) -> int | None:
 
 def write_json(report: dict, path: str | None) -> None:
     if path:
+        report = stamped("model", report)   # checked against the one report model before it is written
         with open(path, "w") as f:
             json.dump(report, f, indent=1, default=str)
 
@@ -99,24 +103,22 @@ def write_json(report: dict, path: str | None) -> None:
 def markdown(report: dict, title: str, rows: list[tuple[str, str]]) -> str:
     """A short human-readable report: layout, assumptions, fit, the command's own figures, notes."""
     from ..notes import markdown as notes_markdown
-    from ..wording import assumption_lines, number, plural, seconds, size
+    from ..wording import assumption_lines, markdown_table, number, plural, seconds, size
 
     lines = [f"# {title}: {report['layout']} ({plural(report['world_size'], 'rank')}, {report['dtype']}"
              f"{', dry run' if report['dry_run'] else ', real run'})", "",
              *assumption_lines(report.get("mode", "eager"), report.get("assumptions_overridden") or {}), "",
-             f"model: {report['model_type']}, {number(report['parameters'] or 0)} parameters", "",
-             "| per core | |", "|---|---|",
-             f"| peak HBM | {size(report['peak_hbm_bytes_per_core'])} |",
-             f"| capacity | {size(report['hbm_capacity_bytes_per_core'])} |",
-             f"| fits | {'yes' if report['fits'] else 'NO'} |"]
-    for name, value in report["memory_breakdown_bytes_per_core"].items():
-        lines.append(f"| {name.replace('_', ' ')} | {size(value)} |")
+             f"model: {report['model_type']}, {number(report['parameters'] or 0)} parameters", ""]
+    lines += markdown_table(["per core", ""], [
+        ("peak HBM", size(report["peak_hbm_bytes_per_core"])),
+        ("capacity", size(report["hbm_capacity_bytes_per_core"])),
+        ("fits", "yes" if report["fits"] else "NO"),
+        *((name.replace("_", " "), size(value)) for name, value in report["memory_breakdown_bytes_per_core"].items())])
     if report["oom"]:
         lines += ["", f"out of memory: {report['oom']}"]
-    lines += ["", "| estimate | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
+    lines += [""] + markdown_table(["estimate", ""], rows)
     top = list(report["time_breakdown_s"].items())[:6]
     if top:
-        lines += ["", "| time by category (one step) | |", "|---|---|"]
-        lines += [f"| {k} | {seconds(v)} |" for k, v in top]
+        lines += [""] + markdown_table(["time by category (one step)", ""], [(k, seconds(v)) for k, v in top])
     lines += notes_markdown(report.get("notes") or [])
     return "\n".join(lines)

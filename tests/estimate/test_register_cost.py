@@ -1,0 +1,106 @@
+"""A cost a user registers for their own op (estimate/costs.py): three lines, the estimate uses it,
+and a bad registration or formula says what is wrong. The docs/estimate.md example runs as written."""
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+import torch_neuronx
+from torch_neuronx.estimate import Cost, costs, register_cost
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@torch.library.custom_op("nxcosttest::scale", mutates_args=())
+def scale(x: torch.Tensor, factor: float) -> torch.Tensor:
+    return x * factor
+
+
+@scale.register_fake
+def _(x, factor):
+    return torch.empty_like(x)
+
+
+@pytest.fixture
+def clean_registry():
+    before = dict(costs._registry)
+    yield
+    costs._registry.clear()
+    costs._registry.update(before)
+
+
+def _events(fn):
+    with torch_neuronx.estimate(instance="trn2.3xlarge") as est:
+        fn()
+    return est
+
+
+def test_a_registered_cost_is_what_the_estimate_charges(clean_registry):
+    x = torch.randn(256, 1024, device="neuron")
+    with pytest.warns(RuntimeWarning, match="no cost model for nxcosttest.scale.*register_cost"):
+        unregistered = _events(lambda: scale(x, 2.0))
+    assert "nxcosttest.scale" in unregistered.unmodelled       # no model until one is registered
+
+    @register_cost(torch.ops.nxcosttest.scale)
+    def _(x, factor, *, out_val=None):
+        return Cost(elements=3 * x.numel())
+
+    est = _events(lambda: scale(x, 2.0))
+    (ev,) = [e for e in est.events if e.name == "nxcosttest.scale"]
+    assert "nxcosttest.scale" not in est.unmodelled and ev.category == "elementwise"
+    hw = torch_neuronx.estimate.hardware("trn2.3xlarge")
+    compute = 3 * x.numel() / (hw.vector_elems_per_s("float32", 1) * hw.assumptions.vector_efficiency)
+    memory = 2 * x.numel() * 4 / (hw.hbm_bytes_per_s * hw.assumptions.hbm_efficiency)   # x read, result written
+    assert ev.seconds == pytest.approx(max(compute, memory) + ev.launch_s, rel=1e-9)
+    assert ev.bytes == 2 * x.numel() * 4 and ev.flops == 0
+
+
+def test_flops_and_bytes_and_an_aten_override(clean_registry):
+    a, b = torch.randn(64, 128, device="neuron"), torch.randn(128, 32, device="neuron")
+    base = torch_neuronx.estimate.op_estimate(torch.ops.aten.mm.default, (a, b), {}, a @ b)
+
+    @register_cost(torch.ops.aten.mm.default)
+    def _(a, b, *, out_val=None):
+        return Cost(flops=4 * a.shape[0] * a.shape[1] * b.shape[1], bytes=0, category="my matmul")
+
+    est = torch_neuronx.estimate.op_estimate(torch.ops.aten.mm.default, (a, b), {}, a @ b)
+    assert (est.flops, est.bytes, est.category, est.engine) == (2 * base.flops, 0, "my matmul", "tensor")
+    costs.unregister_cost(torch.ops.aten.mm.default)
+    assert torch_neuronx.estimate.op_estimate(torch.ops.aten.mm.default, (a, b), {}, a @ b) == base
+
+
+def test_bad_registrations_raise_clear_errors(clean_registry):
+    ok = lambda x, factor, *, out_val=None: Cost(elements=1)   # noqa: E731
+    with pytest.raises(ValueError, match="expected each target to be an op.*got 'nxcosttest::scale'"):
+        register_cost("nxcosttest::scale")(ok)
+    with pytest.raises(ValueError, match="expected each target to be an op"):
+        register_cost(torch.add)(ok)
+    with pytest.raises(TypeError, match="must accept the result as the keyword out_val"):
+        register_cost(torch.ops.nxcosttest.scale)(lambda x, factor: Cost())
+    with pytest.raises(TypeError, match="decorate a function"):
+        register_cost(torch.ops.nxcosttest.scale)(Cost())
+    register_cost(torch.ops.nxcosttest.scale)(ok)
+    with pytest.raises(RuntimeError, match="duplicate cost registration for nxcosttest.scale; pass replace=True"):
+        register_cost(torch.ops.nxcosttest.scale)(ok)
+    register_cost(torch.ops.nxcosttest.scale, replace=True)(lambda x, factor, *, out_val=None: "fast")
+    x = torch.randn(8, device="neuron")
+    # an estimate observes and never stops the program: the formula's error is the op's warning
+    with pytest.warns(RuntimeWarning, match=r"returned 'fast'; return torch_neuronx.estimate.Cost"):
+        est = _events(lambda: scale(x, 2.0))
+    assert "nxcosttest.scale" in est.unmodelled
+    with pytest.raises(TypeError, match=r"returned 'fast'; return torch_neuronx.estimate.Cost"):
+        costs.registered_cost(torch.ops.nxcosttest.scale.default, (x, 2.0), {}, x)
+    with pytest.raises(ValueError, match=r"Cost\(elements=-1\): give a non-negative int"):
+        Cost(elements=-1)
+    with pytest.raises(ValueError, match=r"Cost\(flops=1.5\)"):
+        Cost(flops=1.5)
+
+
+def test_the_docs_example_runs(clean_registry):
+    text = (ROOT / "docs" / "estimate.md").read_text()
+    block = re.search(r"<!-- register_cost example -->\s*```python\n(.*?)```", text, re.S)
+    assert block, "docs/estimate.md lost its register_cost example"
+    scope: dict = {}
+    exec(compile(block.group(1), "docs/estimate.md", "exec"), scope)
+    assert scope["est"].events[-1].name == "mylib.rms_scale" and not scope["est"].unmodelled
