@@ -196,8 +196,6 @@ KNOWN_FILE_CYCLES: list[list[str]] = [
      'torch_neuronx.distributed.process_group',
      'torch_neuronx.plan.distributed',
      'torch_neuronx.plan.distributed.fake_group'],
-    ['torch_neuronx.plan.mode',
-     'torch_neuronx.plan.syncs'],
     ['torch_neuronx.compiler',
      'torch_neuronx.compiler.backend',
      'torch_neuronx.compiler.host_program',
