@@ -202,8 +202,6 @@ KNOWN_FILE_CYCLES: list[list[str]] = [
      'torch_neuronx.compiler.registration',
      'torch_neuronx.plan',
      'torch_neuronx.plan.session'],
-    ['torch_neuronx.plan.distributed.launch',
-     'torch_neuronx.plan.run'],
     ['torch_neuronx.plan.models.cli',
      'torch_neuronx.plan.models.sweep'],
 ]
