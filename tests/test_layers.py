@@ -202,8 +202,6 @@ KNOWN_FILE_CYCLES: list[list[str]] = [
      'torch_neuronx.compiler.registration',
      'torch_neuronx.plan',
      'torch_neuronx.plan.session'],
-    ['torch_neuronx.plan.models.cli',
-     'torch_neuronx.plan.models.sweep'],
 ]
 KNOWN_PACKAGE_CYCLES: list[list[str]] = [
     ['torch_neuronx.compat',

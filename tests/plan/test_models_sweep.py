@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import json
 
-from torch_neuronx.plan.models.sweep import sweep_main
+from torch_neuronx.plan.__main__ import main as plan_main
 
 
 def test_sweep_rows(tiny_config_dir, plan_env, tmp_path, capsys):
     out = tmp_path / "rows.json"
-    assert sweep_main(["--config", tiny_config_dir, "--instances", "trn2.3xlarge,trn9.xlarge", "--lnc", "2",
+    assert plan_main(["sweep", "--config", tiny_config_dir, "--instances", "trn2.3xlarge,trn9.xlarge", "--lnc", "2",
                        "--tp", "2,4", "--fsdp", "2", "--seq-len", "32", "--gradient-checkpointing", "0,1",
                        "--real", "--in-process", "--json", str(out)]) == 0
     rows = json.loads(out.read_text())

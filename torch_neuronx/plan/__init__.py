@@ -11,8 +11,8 @@ backs them and large ops compute only shapes. See docs/plan.md.
 
 Layout: config.py (environment), mode.py (the shape-only dispatch mode), syncs.py (host reads),
 memory.py (per-core peak and breakdown), session.py (DryRun), report.py (JSON, markdown, trace),
-run.py (`plan run`), child.py (the child processes), __main__.py (the subcommand table); distributed/ and models/ add
-multi-rank launching and model-level commands.
+run.py (`plan run`), child.py (child processes), __main__.py (the subcommand table); distributed/
+and models/ add multi-rank launching and model-level commands.
 """
 from __future__ import annotations
 

@@ -36,6 +36,15 @@ class Interrupted(KeyboardInterrupt):
     """This process got SIGINT while a child ran; the child has ended and said what it had to."""
 
 
+class RanInChild(Exception):
+    """The command ran in a child (its runtime had to start with other settings); the child's exit
+    status is the command's (`python -m torch_neuronx.plan` ends with it: `exit_like`)."""
+
+    def __init__(self, returncode: int) -> None:
+        super().__init__(returncode)
+        self.returncode = returncode
+
+
 @dataclass(frozen=True)
 class Result:
     returncode: int            # negative: the child ended by that signal
@@ -232,10 +241,14 @@ def run(argv: list[str], env: dict, *, timeout: float | None = None, capture: bo
         return Child(argv, env, capture=capture, merge=merge, on_line=on_line).wait(timeout)
 
 
-def exit_interrupted() -> None:
-    """End this process as an uncaught KeyboardInterrupt ends Python (killed by SIGINT), without
-    the traceback: the child that was interrupted has printed what it had to."""
+def exit_like(returncode: int) -> int:
+    """The exit status of a command whose child ended with `returncode`: the same, and a child ended
+    by a signal ends this process by that signal too (a SIGINT so ends Python after an uncaught
+    KeyboardInterrupt, here without a second traceback: the child has printed what it had to)."""
+    if returncode >= 0:
+        return returncode
     sys.stdout.flush()
     sys.stderr.flush()
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGINT)
+    signal.signal(-returncode, signal.SIG_DFL)
+    os.kill(os.getpid(), -returncode)
+    return 128 - returncode   # a signal this process ignores or blocks: the shell's number for it
