@@ -140,7 +140,8 @@ def supervise():
     outermost = s.depth == 0
     if outermost and threading.current_thread() is threading.main_thread():
         for sig in FORWARDED:
-            s.saved[sig] = signal.signal(sig, s.forward)
+            if signal.getsignal(sig) is not signal.SIG_IGN:   # ignored (a background job's SIGINT): stays so
+                s.saved[sig] = signal.signal(sig, s.forward)
     s.depth += 1
     try:
         yield
@@ -150,7 +151,7 @@ def supervise():
             for c in list(s.children):
                 c.kill()
             for sig, handler in s.saved.items():
-                signal.signal(sig, handler)
+                signal.signal(sig, signal.SIG_DFL if handler is None else handler)   # None: set outside Python
             saved, got = s.saved, s.got
             s.saved, s.got = {}, []
             if got:
