@@ -110,7 +110,9 @@ def test_a_planner_killed_outright_takes_its_script_with_it(tmp_path):
         planner.kill()                     # SIGKILL: nothing of the planner runs
         planner.wait(timeout=DEADLINE_S)   # (its pipes stay open in the script until the script ends)
         got = _wait_for(lambda: (_state(state) or {}).get("got"), "the script to hear of its planner's end")
-        assert got == ["SIGTERM"]          # the parent-death signal
+        # the parent-death signal (Linux may send it once per thread of the dying planner: the
+        # orphan passes from thread to thread before init adopts it; the first ends a plain script)
+        assert set(got) == {"SIGTERM"}
     finally:
         os.kill(script_pid, signal.SIGKILL)   # this script records SIGTERM instead of ending; end it here
     planner.communicate(timeout=DEADLINE_S)
