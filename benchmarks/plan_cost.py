@@ -131,7 +131,7 @@ def main() -> int:
             rows = []
             for n in layers:
                 cfg = _config_dir(args.gen_config if plan == "gen-script" else args.config, n, args.width, tmp)
-                cmd = [sys.executable, "-m", "torch_neuronx.plan.models", plan, "--config", cfg,
+                cmd = [sys.executable, "-m", "torch_neuronx.plan", plan, "--config", cfg,
                        "--instance", args.instance, "--tp", str(args.tp)]
                 extra_env = {}
                 if plan in ("gen-script", "sft-script"):

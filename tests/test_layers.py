@@ -147,14 +147,7 @@ def upward_imports(graph, table) -> set[tuple[str, str]]:
 
 # Imports against the order that the code still has (importer, imported).
 KNOWN_VIOLATIONS: set[tuple[str, str]] = set()
-KNOWN_FILE_CYCLES: list[list[str]] = [
-    ['torch_neuronx.plan.mode',
-     'torch_neuronx.plan.syncs'],
-    ['torch_neuronx.plan.distributed.launch',
-     'torch_neuronx.plan.run'],
-    ['torch_neuronx.plan.models.cli',
-     'torch_neuronx.plan.models.sweep'],
-]
+KNOWN_FILE_CYCLES: list[list[str]] = []
 KNOWN_PACKAGE_CYCLES: list[list[str]] = []
 
 

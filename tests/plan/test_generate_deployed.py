@@ -20,7 +20,7 @@ import torch
 
 import neuron_hardware
 from torch_neuronx.plan.models import serving
-from torch_neuronx.plan.models.cli import generate_main
+from torch_neuronx.plan.__main__ import main as plan_main
 
 ZERO_LAUNCH = "graph_launch_s=0,eager_launch_s=0,collective_launch_s=0,host_sync_s=0,hbm_efficiency=1"
 INSTANCE, LNC = "trn2.3xlarge", 2
@@ -161,7 +161,7 @@ def test_formulas_of_the_two_serving_modes():
 ])
 def test_bad_flags_stop_with_the_reason(argv, message, tiny_config_dir, plan_env, capsys):
     with pytest.raises(SystemExit) as stop:
-        generate_main(["--config", tiny_config_dir, "--instance", INSTANCE, "--real", *argv])
+        plan_main(["generate", "--config", tiny_config_dir, "--instance", INSTANCE, "--real", *argv])
     assert stop.value.code == 2 and message in capsys.readouterr().err
 
 

@@ -13,7 +13,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from torch_neuronx.plan.models.sweep import sweep_main
+from torch_neuronx.plan.__main__ import main as plan_main
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (CI installs it)")
@@ -133,7 +133,7 @@ def test_train_page_draws_memory_time_timeline_collectives_and_notes(tiny_config
 @needs_chromium
 def test_sweep_page_sorts_by_a_clicked_column(tiny_config_dir, plan_env, tmp_path):
     rows_json, page = tmp_path / "rows.json", tmp_path / "sweep.html"
-    assert sweep_main(["--config", tiny_config_dir, "--instances", "trn2.3xlarge", "--lnc", "2", "--tp", "1,2,3",
+    assert plan_main(["sweep", "--config", tiny_config_dir, "--instances", "trn2.3xlarge", "--lnc", "2", "--tp", "1,2,3",
                        "--fsdp", "1", "--seq-len", "16", "--real", "--in-process", "--quiet", "--json", str(rows_json),
                        "--html", str(page)]) == 0
     rows = json.loads(rows_json.read_text())

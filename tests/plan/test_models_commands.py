@@ -10,18 +10,18 @@ import sys
 import pytest
 
 from tests.plan.conftest import TINY
-from torch_neuronx.plan.models.cli import generate_main, train_main
+from torch_neuronx.plan.__main__ import main as plan_main
 
 
-def _run(main, argv, tmp_path):
+def _run(command, argv, tmp_path):
     out = tmp_path / "plan.json"
-    assert main(argv + ["--instance", "trn2.3xlarge", "--lnc", "2", "--real", "--json", str(out)]) == 0
+    assert plan_main([command, *argv] + ["--instance", "trn2.3xlarge", "--lnc", "2", "--real", "--json", str(out)]) == 0
     return json.loads(out.read_text())
 
 
 def test_generate_report(tiny_config_dir, plan_env, tmp_path, capsys):
     batch, prompt, new, tp = 2, 16, 5, 2
-    r = _run(generate_main, ["--config", tiny_config_dir, "--tp", str(tp), "--batch", str(batch),
+    r = _run("generate", ["--config", tiny_config_dir, "--tp", str(tp), "--batch", str(batch),
                              "--input-tokens", str(prompt), "--output-tokens", str(new), "--mode", "eager"], tmp_path)
     assert "TTFT" in capsys.readouterr().out
     for key in ("ttft_ms", "tpot_ms", "output_tokens_per_s", "peak_hbm_bytes_per_core", "fits"):
@@ -44,7 +44,7 @@ def test_generate_report(tiny_config_dir, plan_env, tmp_path, capsys):
 
 def test_train_report_with_accumulation(tiny_config_dir, plan_env, tmp_path):
     micro, seq = 1, 32
-    r = _run(train_main, ["--config", tiny_config_dir, "--tp", "2", "--fsdp", "2", "--micro-batch", str(micro),
+    r = _run("train", ["--config", tiny_config_dir, "--tp", "2", "--fsdp", "2", "--micro-batch", str(micro),
                           "--global-batch", "8", "--seq-len", str(seq)], tmp_path)
     for key in ("step_time_s", "tokens_per_s", "sequences_per_s", "mfu", "peak_hbm_bytes_per_core", "fits"):
         assert key in r
@@ -116,7 +116,7 @@ def test_zero1_shards_the_optimizer_state_over_the_dp_replicas(tiny_config_dir, 
 
 def test_zero1_with_fsdp_is_refused_with_the_fix(tiny_config_dir, plan_env, tmp_path, capsys):
     with pytest.raises(SystemExit) as err:
-        train_main(["--config", tiny_config_dir, "--tp", "2", "--fsdp", "2", "--zero1", "--instance", "trn2.3xlarge",
+        plan_main(["train", "--config", tiny_config_dir, "--tp", "2", "--fsdp", "2", "--zero1", "--instance", "trn2.3xlarge",
                     "--lnc", "2", "--real"])
     assert err.value.code == 2
     message = capsys.readouterr().err

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from torch_neuronx.plan.models.cli import generate_main, train_main
+from torch_neuronx.plan.__main__ import main as plan_main
 from torch_neuronx.plan.models.config import ConfigError, load_config
 from torch_neuronx.plan.models.layout import LayoutError, check_batch, check_model, make_layout
 
@@ -95,11 +95,11 @@ def test_command_lines_stop_before_running(tiny_config_dir, plan_env, capsys, tm
 
     Qwen3Config(**{**TINY, "num_attention_heads": 6, "num_key_value_heads": 3}).save_pretrained(tmp_path)
     with pytest.raises(SystemExit) as stop:
-        train_main(["--config", tiny_config_dir, "--instance", "trn2.48xlarge", "--tp", "5", "--real"])
+        plan_main(["train", "--config", tiny_config_dir, "--instance", "trn2.48xlarge", "--tp", "5", "--real"])
     assert stop.value.code == 2 and "5 x 1 x 1 = 5 does not divide the 64" in capsys.readouterr().err
     with pytest.raises(SystemExit) as stop:
-        generate_main(["--config", str(tmp_path), "--instance", "trn2.3xlarge", "--tp", "2", "--real"])
+        plan_main(["generate", "--config", str(tmp_path), "--instance", "trn2.3xlarge", "--tp", "2", "--real"])
     assert stop.value.code == 2 and "--tp 2 and the model's num_key_value_heads=3" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        train_main(["--config", tiny_config_dir, "--instance", "nope.xlarge"])
+        plan_main(["train", "--config", tiny_config_dir, "--instance", "nope.xlarge"])
     assert "nope.xlarge" in capsys.readouterr().err

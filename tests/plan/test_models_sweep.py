@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import json
 
-from torch_neuronx.plan.models.sweep import sweep_main
+from torch_neuronx.plan.__main__ import main as plan_main
 
 
 def test_sweep_rows(tiny_config_dir, plan_env, tmp_path, capsys):
     out = tmp_path / "rows.json"
-    assert sweep_main(["--config", tiny_config_dir, "--instances", "trn2.3xlarge,trn9.xlarge", "--lnc", "2",
+    assert plan_main(["sweep", "--config", tiny_config_dir, "--instances", "trn2.3xlarge,trn9.xlarge", "--lnc", "2",
                        "--tp", "2,4", "--fsdp", "2", "--seq-len", "32", "--gradient-checkpointing", "0,1",
                        "--real", "--in-process", "--json", str(out)]) == 0
     rows = json.loads(out.read_text())
@@ -24,3 +24,24 @@ def test_sweep_rows(tiny_config_dir, plan_env, tmp_path, capsys):
     assert all("not a known instance type" in r["reason"] for r in rows[4:])
     table = capsys.readouterr().out
     assert table.count("\n| trn") == 8 and "| yes |" in table and "not a known instance type" in table
+
+
+def test_rows_in_their_own_processes_match_rows_planned_in_process(tiny_config_dir, plan_env, tmp_path):
+    """Each row of a sweep runs `python -m torch_neuronx.plan train` in a child (plan/child.py) started
+    with the row's instance, LNC and dry run: the same figures as the row planned in this process."""
+    common = ["sweep", "--config", tiny_config_dir, "--instances", "trn2.3xlarge", "--lnc", "2", "--tp", "2,3",
+              "--fsdp", "1", "--seq-len", "16", "--real", "--quiet"]
+    apart, here = tmp_path / "apart.json", tmp_path / "here.json"
+    assert plan_main(common + ["--json", str(apart)]) == 0
+    assert plan_main(common + ["--in-process", "--json", str(here)]) == 0
+    rows, same = json.loads(apart.read_text()), json.loads(here.read_text())
+    assert "does not divide" in rows[1]["reason"] and "error" not in rows[0], rows
+    keys = ("dp", "fits", "step_time_s", "tokens_per_s", "mfu", "global_batch", "grad_accum_steps")
+    assert {k: rows[0][k] for k in keys} == {k: same[0][k] for k in keys}
+
+
+def test_a_row_past_its_timeout_says_so(tiny_config_dir, plan_env, tmp_path):
+    out = tmp_path / "rows.json"
+    assert plan_main(["sweep", "--config", tiny_config_dir, "--instances", "trn2.3xlarge", "--lnc", "2", "--tp", "2",
+                      "--real", "--quiet", "--row-timeout", "0.5", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())[0]["error"] == "plan did not finish in --row-timeout 0.5 s"

@@ -11,9 +11,9 @@ backs them and large ops compute only shapes. See docs/plan.md.
 
 Layout: config.py (environment), mode.py (the shape-only dispatch mode), syncs.py (host reads),
 memory.py (per-core peak and breakdown), steps.py (the step clock), session.py (DryRun: the one
-session, with named regions), report.py (JSON, markdown, trace),
-run.py + _exec.py (`plan run`), __main__.py (the subcommand table); distributed/ and models/ add
-multi-rank launching and model-level commands.
+session, with named regions), report.py (JSON, markdown, trace), run.py (`plan run`), child.py
+(child processes), __main__.py (the subcommand table); distributed/ and models/ add multi-rank
+launching and model-level commands.
 """
 from __future__ import annotations
 

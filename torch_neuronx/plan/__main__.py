@@ -1,35 +1,77 @@
 """`python -m torch_neuronx.plan <command>`: the planner's subcommands.
 
-Each entry of COMMANDS is (name, module, help); the module has `add_arguments(parser)` and
-`main(args) -> int`. Adding a command is one line here.
+Each command is a row of `_commands()`: its flags (`add_arguments(parser)`), the function that runs
+it, and for the model-level commands the options class its flags become (models/options.py: built
+and checked once, then passed down). Adding a command is one row. A plan that runs in a child
+process (child.py) ends as that child ended.
 """
 from __future__ import annotations
 
 import argparse
-import importlib
+import signal
 import sys
+from typing import Callable, NamedTuple
 
-COMMANDS = [
-    ("run", "torch_neuronx.plan.run", "dry-run a script at full size: -- script.py args..."),
-    ("generate", "torch_neuronx.plan.models.cmd_generate", "plan generate() of a HF model from its config.json"),
-    ("train", "torch_neuronx.plan.models.cmd_train", "plan a training step of a HF model from its config.json"),
-    ("sweep", "torch_neuronx.plan.models.sweep", "plan a training step for every layout of the lists given"),
-    ("html", "torch_neuronx.plan.html_report", "write a plan's --json report as one self-contained HTML page"),
-]
+
+class Command(NamedTuple):
+    name: str
+    help: str
+    description: str
+    add_arguments: Callable
+    run: Callable            # run(options or the parsed Namespace) -> exit status
+    options: type | None = None
+
+
+def _commands() -> list[Command]:
+    from . import html_report, run
+    from .models import cli, options, sweep
+
+    def first_line(module) -> str:
+        return (module.__doc__ or "").split("\n")[0]
+
+    return [
+        Command("run", "dry-run a script at full size: -- script.py args...", first_line(run),
+                run.add_arguments, run.main),
+        Command("generate", "plan generate() of a HF model from its config.json",
+                "Plan a generate() of a Hugging Face model from its config.", cli.add_generate_arguments,
+                cli.run_generate, options.GenerateOptions),
+        Command("train", "plan a training step of a HF model from its config.json",
+                "Plan a training step (AdamW) of a Hugging Face model from its config.", cli.add_train_arguments,
+                cli.run_train, options.TrainOptions),
+        Command("sweep", "plan a training step for every layout of the lists given", first_line(sweep),
+                sweep.add_arguments, sweep.main, options.SweepOptions),
+        Command("html", "write a plan's --json report as one self-contained HTML page", first_line(html_report),
+                html_report.add_arguments, html_report.main),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
+    from . import child
+    from .models.options import OptionsError
+
     parser = argparse.ArgumentParser(prog="python -m torch_neuronx.plan",
                                      description="Plan before you rent: dry runs with phantom device memory.")
     sub = parser.add_subparsers(dest="command", required=True)
-    modules = {}
-    for name, module, help_ in COMMANDS:
-        mod = importlib.import_module(module)
-        p = sub.add_parser(name, help=help_, description=(mod.__doc__ or "").split("\n")[0])
-        mod.add_arguments(p)
-        modules[name] = mod
+    commands, parsers = {}, {}
+    for c in _commands():
+        parsers[c.name] = sub.add_parser(c.name, help=c.help, description=c.description)
+        c.add_arguments(parsers[c.name])
+        commands[c.name] = c
     args = parser.parse_args(argv)
-    return modules[args.command].main(args)
+    command = commands[args.command]
+    child.bind_to_parent()   # a plan's child process ends with the plan that started it
+    try:
+        if command.options is not None:
+            try:
+                args = command.options.from_args(args)
+            except OptionsError as err:
+                print(f"{parsers[command.name].prog}: error: {err}", file=sys.stderr)
+                raise SystemExit(2) from None   # as argparse stops on a bad flag
+        return command.run(args)
+    except child.RanInChild as done:
+        return child.exit_like(done.returncode)
+    except child.Interrupted:
+        return child.exit_like(-signal.SIGINT)
 
 
 if __name__ == "__main__":

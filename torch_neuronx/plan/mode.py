@@ -25,13 +25,10 @@ from torch.utils._pytree import tree_flatten, tree_map
 from .. import kernels
 from ..estimate.aten import is_view, storage_bytes, written_tensors
 from . import syncs
+from .errors import DryRunError
 
 
 _PLAIN_DISPATCH = torch.Tensor.__torch_dispatch__  # plain tensors and Parameters do not override it
-
-class DryRunError(RuntimeError):
-    """A dry run met something it cannot do without real values (the message says what to change)."""
-
 
 _META = torch.device("meta")
 _METADATA_OPS = frozenset({"aten::resize_", "aten::set_", "aten::_resize_output_", "aten::resize_as_",

@@ -22,7 +22,7 @@ import time
 
 PLAIN_EVERY_S = 10.0   # a counted stage prints a plain line at most this often (and at its end)
 QUIET_ENV = "TORCH_NEURONX_PLAN_QUIET"   # a `plan run` child inherits --quiet through this
-STARTED_ENV = "TORCH_NEURONX_PLAN_STARTED"   # a re-executed command's start and lines (handover())
+STARTED_ENV = "TORCH_NEURONX_PLAN_STARTED"   # a command's start and lines, for its child (handover())
 
 _current: list = []   # the active display (at most one)
 
@@ -88,7 +88,7 @@ class _Rich:
                                    TimeElapsedColumn)
         from rich.text import Text
 
-        class Total(ProgressColumn):   # the command's whole time, re-executed process included
+        class Total(ProgressColumn):   # the command's whole time, its child process included
             def render(self, task) -> Text:
                 return Text(f"(total {_clock(time.monotonic() - t0())})", style="dim")
 
@@ -284,7 +284,7 @@ def active() -> bool:
 
 
 def handover() -> str | None:
-    """Close the display for a process that replaces this one (os.execve) and goes on with it:
+    """Close the display for a child process that goes on with the command (plan/child.py):
     its lines stay on the terminal until that process's display takes their place. Returns what
     that process's `start(handed=...)` needs (put it in TORCH_NEURONX_PLAN_STARTED)."""
     if not _current:

@@ -10,6 +10,7 @@ import threading
 
 from .._user_site import user_site  # the user's line of a host sync or an error
 from . import config
+from .errors import DryRunError
 
 _KINDS = {"aten::_local_scalar_dense": "item", "aten::_to_copy": "to_host", "aten::copy_": "to_host"}
 
@@ -21,8 +22,6 @@ class HostSyncs:
         self.limit = config.max_syncs_per_site()
 
     def record(self, func, session=None) -> None:
-        from .mode import DryRunError
-
         site = user_site()
         kind = _KINDS.get(func._schema.name, func._schema.name.split("::")[-1])
         with self._lock:

@@ -140,10 +140,10 @@ NEURON_RT_LOG_LOCATION_TDRV  same
 NEURON_RT_LOG_LOCATION_NMGR  same
 NEURON_RT_LOG_LOCATION_KMGR  same
 """) + _table(INTERNAL, """
-TORCH_NEURONX_PLAN_CHILD  set by `python -m torch_neuronx.plan` in the process it re-executes
+TORCH_NEURONX_PLAN_CHILD  set by `python -m torch_neuronx.plan` in the child processes it starts (its pid)
 TORCH_NEURONX_PLAN_QUIET  set by `plan run --quiet` for the script's process
 TORCH_NEURONX_PLAN_VERBOSE  set by `plan run -v` for the script's process
-TORCH_NEURONX_PLAN_STARTED  the plan's start time and progress lines, handed to a re-executed plan
+TORCH_NEURONX_PLAN_STARTED  the plan's start time and progress lines, handed to the plan's child process
 TORCH_NEURONX_COMPAT_TEST_CRASH  test hook of the compatibility sweep
 TORCH_NEURONX_TITAN_SITE  CI: folder of TorchTitan's extra packages
 """))

@@ -13,17 +13,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 
+from .. import child, config
 from . import merge, roles
 from .switch import DRY_RUN
 
 MASTER_PORT = 29500
-LOG_TAIL_LINES = 40
 
 
 class LaunchError(RuntimeError):
@@ -46,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def requested(args: argparse.Namespace) -> bool:
     """Did the user ask for a distributed plan (any layout flag)?"""
     return (args.nproc_per_node is not None or args.nnodes is not None or args.all_ranks
-            or args.ranks is not None or getattr(args, "pp", None) is not None)
+            or args.ranks is not None or args.pp is not None)
 
 
 def pick_instance(nproc_per_node: int, instance: str | None, lnc: int | None = None) -> str:
@@ -122,35 +120,21 @@ def rank_environment(rank: int, nproc_per_node: int, nnodes: int, instance: str,
 
 
 class _Rank:
-    """One rank's dry-run process (the dry-run core's child, plan/_exec.py); its output goes to a
-    log file, rank 0's is also echoed."""
+    """One rank's dry-run process (child.py: `plan run -- script` in the rank's environment); its
+    output is kept for an error message, rank 0's is also echoed."""
 
-    def __init__(self, rank: int, argv: list[str], env: dict, workdir: str, echo: bool) -> None:
+    def __init__(self, rank: int, argv: list[str], env: dict, echo: bool) -> None:
         self.rank = rank
-        self.report_path = env["TORCH_NEURONX_DRY_RUN_REPORT"]
-        self.log_path = os.path.join(workdir, f"rank{rank}.log")
-        self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen([sys.executable, "-m", "torch_neuronx.plan._exec", *argv], env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self._pump = threading.Thread(target=self._copy, args=(echo,), daemon=True)
-        self._pump.start()
+        self.report_path = env[config.REPORT]
+        self.proc = child.Child(["run", "--", *argv], env, capture=True, merge=True,
+                                on_line=self._echo if echo else None)
 
-    def _copy(self, echo: bool) -> None:
-        for line in self.proc.stdout:
-            self._log.write(line)
-            if echo:
-                sys.stdout.write(f"[rank{self.rank}] {line}")
-                sys.stdout.flush()
+    def _echo(self, line: str) -> None:
+        sys.stdout.write(f"[rank{self.rank}] {line}")
+        sys.stdout.flush()
 
-    def finish(self) -> int:
-        code = self.proc.wait()
-        self._pump.join()
-        self._log.close()
-        return code
-
-    def tail(self) -> str:
-        with open(self.log_path) as f:
-            return "".join(f.readlines()[-LOG_TAIL_LINES:])
+    def finish(self) -> child.Result:
+        return self.proc.wait()
 
 
 def _trace_path(trace: str | None, rank: int) -> str | None:
@@ -162,22 +146,21 @@ def _trace_path(trace: str | None, rank: int) -> str | None:
 
 def run_ranks(argv: list[str], ranks: list[int], *, nproc_per_node: int, nnodes: int, instance: str,
               lnc: int | None = None, trace: str | None = None, parallel: int = 1,
-              echo_rank: int | None = 0) -> dict[int, dict]:
+              echo_rank: int | None = 0, extra_env: dict | None = None) -> dict[int, dict]:
     """Start `ranks` (at most `parallel` at a time); return their reports by rank."""
-    from ..run import child_env   # the dry-run core's child environment (report path, instance, LNC)
-
     if parallel < 1:
         raise LaunchError(f"--parallel {parallel}: must be at least 1")
     reports: dict[int, dict] = {}
     failures: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="torch_neuronx_plan_") as workdir:
+    with tempfile.TemporaryDirectory(prefix="torch_neuronx_plan_") as workdir, child.supervise():
         pending, running = list(ranks), []
         while pending or running:
             while pending and len(running) < parallel and not failures:
                 r = pending.pop(0)
-                env = child_env(instance, lnc, os.path.join(workdir, f"rank{r}.json"), _trace_path(trace, r),
-                                rank_environment(r, nproc_per_node, nnodes, instance))
-                running.append(_Rank(r, argv, env, workdir, echo=(r == echo_rank)))
+                settings = {**child.dry_run_settings(instance, lnc, os.path.join(workdir, f"rank{r}.json"),
+                                                     _trace_path(trace, r)), **(extra_env or {})}
+                env = child.environment(settings, base=rank_environment(r, nproc_per_node, nnodes, instance))
+                running.append(_Rank(r, argv, env, echo=(r == echo_rank)))
             if failures:
                 pending.clear()
             done = [p for p in running if p.proc.poll() is not None]
@@ -186,37 +169,37 @@ def run_ranks(argv: list[str], ranks: list[int], *, nproc_per_node: int, nnodes:
                 continue
             for p in done:
                 running.remove(p)
-                code = p.finish()
-                if os.path.exists(p.report_path) and code == 0:
+                result = p.finish()
+                if os.path.exists(p.report_path) and result.returncode == 0:
                     with open(p.report_path) as f:
                         reports[p.rank] = json.load(f)
                 else:
-                    failures.append(f"rank {p.rank} exited with code {code}; the end of its output:\n{p.tail()}")
+                    tail = "".join(result.stdout_tail)
+                    failures.append(f"rank {p.rank} exited with code {result.returncode}; the end of its output:\n{tail}")
     if failures:
         raise LaunchError("dry run failed:\n" + "\n".join(failures))
     return reports
 
 
-def run(args: argparse.Namespace, argv: list[str]) -> dict:
-    """Validate the layout, run the rank roles, merge: the merged report (also written to --json)."""
+def run(args: argparse.Namespace, argv: list[str], extra_env: dict | None = None) -> dict:
+    """Validate the layout, run the rank roles, merge: the merged report (also written to --json).
+    `args` is `plan run`'s (its layout flags and --instance, --lnc, --trace, --json)."""
     if not argv:
         raise LaunchError("give the script to plan after --, e.g. "
                           "python -m torch_neuronx.plan run --nproc-per-node 4 -- train.py")
     nproc, nnodes = _or(args.nproc_per_node, 1), _or(args.nnodes, 1)
     world = check_layout(nproc, nnodes)
-    instance = pick_instance(nproc, getattr(args, "instance", None), getattr(args, "lnc", None))
+    instance = pick_instance(nproc, args.instance, args.lnc)
     try:
-        pp = _pp(getattr(args, "pp", None))
+        pp = _pp(args.pp)
         ranks = roles.choose_ranks(world, all_ranks=args.all_ranks, ranks=args.ranks, pp=pp)
     except ValueError as err:
         raise LaunchError(str(err)) from None
     reports = run_ranks(argv, ranks, nproc_per_node=nproc, nnodes=nnodes, instance=instance,
-                        lnc=getattr(args, "lnc", None), trace=getattr(args, "trace", None),
-                        parallel=args.parallel)
+                        lnc=args.lnc, trace=args.trace, parallel=args.parallel, extra_env=extra_env)
     merged = merge.merge(reports, world_size=world, nnodes=nnodes, nproc_per_node=nproc, pp=pp)
-    out = getattr(args, "json_out", None)
-    if out:
-        with open(out, "w") as f:
+    if args.json_out:
+        with open(args.json_out, "w") as f:
             json.dump(merged, f, indent=1)
     return merged
 
@@ -236,12 +219,12 @@ def _or(value, default):
     return default if value is None else value
 
 
-def main(args: argparse.Namespace, argv: list[str]) -> int:
+def main(args: argparse.Namespace, argv: list[str], extra_env: dict | None = None) -> int:
     """`plan run` with layout flags: the merged markdown, then rank 0's own report."""
     from ..report import markdown as rank_markdown
 
     try:
-        merged = run(args, argv)
+        merged = run(args, argv, extra_env)
     except LaunchError as err:
         print(f"plan run: {err}", file=sys.stderr)
         return 1 if "exited with code" in str(err) else 2

@@ -4,8 +4,10 @@
     python -m torch_neuronx.plan train --config CONFIG.json --instance trn1.32xlarge --nodes 32 --tp 32 ...
     python -m torch_neuronx.plan sweep --config CONFIG.json --instances trn2.48xlarge,trn3.48xlarge ...
 
-Each runs in its own process: the instance type, LNC and the dry run are set in the environment
-before the neuron runtime starts, so the allocator has the instance's HBM per core.
+Each plans in a process whose neuron runtime is the plan's: the instance type, LNC and the dry run
+are read when the runtime starts, so a command started otherwise runs itself again in a child with
+them in its environment (plan/child.py), and the allocator has the instance's HBM per core. The
+parsed flags become one checked options object per command (options.py), passed down as `args`.
 """
 from __future__ import annotations
 
@@ -15,10 +17,10 @@ import json
 import os
 import sys
 
-from .. import notes, progress
+from .. import child, notes, progress
 from ..wording import plural
-from .cli_deployed import add_deployed_arguments, eager_flag_error, run_deployed
-from .layout import LayoutError, make_layout
+from .cli_deployed import add_deployed_arguments, run_deployed
+from .layout import LayoutError
 
 DTYPES = ("bfloat16", "float16", "float32")
 
@@ -51,13 +53,6 @@ def _fail(prog: str, message: str):
     raise SystemExit(2)
 
 
-def generate_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m torch_neuronx.plan generate",
-                                description="Plan a generate() of a Hugging Face model from its config.")
-    add_generate_arguments(p)
-    return p
-
-
 def add_generate_arguments(p: argparse.ArgumentParser) -> None:
     _common(p)
     p.add_argument("--batch", type=int, default=1)
@@ -66,13 +61,6 @@ def add_generate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefill-chunk-size", type=int, default=None)
     p.add_argument("--compile", action="store_true", help="--mode eager: compile the decode step (backend neuron)")
     add_deployed_arguments(p)
-
-
-def train_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m torch_neuronx.plan train",
-                                description="Plan a training step (AdamW) of a Hugging Face model from its config.")
-    add_train_arguments(p)
-    return p
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
@@ -92,26 +80,22 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gradient-checkpointing", action="store_true")
 
 
-def _environment(args) -> dict:
-    """The environment of this plan's process: instance, LNC and dry run, which the runtime reads
-    when torch starts (so a process that started otherwise re-executes itself with it)."""
-    from ..config import DRY_RUN
+def plan_settings(instance: str, lnc: int | None, real: bool, json_out: str | None) -> dict:
+    """The environment settings of a plan's process (child.environment): instance, LNC and dry run,
+    which the runtime reads when torch starts."""
+    from ..config import DRY_RUN, REPORT
 
-    env = dict(os.environ)
-    env["TORCH_NEURONX_INSTANCE_TYPE"] = args.instance
-    if args.lnc is not None:
-        env["NEURON_LOGICAL_NC_CONFIG"] = str(args.lnc)
-    else:
-        env.pop("NEURON_LOGICAL_NC_CONFIG", None)
-    if args.real:
-        env.pop(DRY_RUN, None)
+    settings = {"TORCH_NEURONX_INSTANCE_TYPE": instance,
+                "NEURON_LOGICAL_NC_CONFIG": None if lnc is None else str(lnc)}
+    if real:
+        settings[DRY_RUN] = None
     else:
         # the whole process is the dry run (phantom memory from the first allocation on); its own
         # report (host syncs, per-core breakdown) goes beside --json instead of to stderr
-        env[DRY_RUN] = "1"
-        env.setdefault("TORCH_NEURONX_DRY_RUN_REPORT",
-                       f"{os.path.splitext(args.json)[0]}.dryrun.json" if args.json else os.devnull)
-    return env
+        settings[DRY_RUN] = "1"
+        if REPORT not in os.environ:
+            settings[REPORT] = f"{os.path.splitext(json_out)[0]}.dryrun.json" if json_out else os.devnull
+    return settings
 
 
 def _runtime_is(layout, dry: bool) -> bool:
@@ -125,24 +109,19 @@ def _runtime_is(layout, dry: bool) -> bool:
 
 
 def _ensure_runtime(args, layout, prog: str) -> None:
-    """Run in a process whose runtime is this plan's; re-execute `python -m torch_neuronx.plan ...`
-    with the plan's environment when it is not (the instance is fixed when torch starts)."""
+    """Go on if this process's runtime is this plan's; else run the same command line in a child
+    with the plan's environment (the instance is fixed when torch starts): its exit status is this
+    command's (child.RanInChild)."""
     if _runtime_is(layout, not args.real):
         return
-    if os.environ.get(_CHILD) == "1":
+    if child.is_child():   # never loop
         _fail(prog, f"the neuron runtime did not start as {layout.instance} LNC={layout.lnc} "
                     f"{'dry run' if not args.real else 'real run'} even with its environment set")
-    env = _environment(args)
-    env[_CHILD] = "1"
-    handed = progress.handover()   # the new process's display goes on from this one's
+    env = child.environment(plan_settings(args.instance, args.lnc, args.real, args.json))
+    handed = progress.handover()   # the child's display goes on from this one's
     if handed:
         env[progress.STARTED_ENV] = handed
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "torch_neuronx.plan", *sys.argv[1:]], env)
-
-
-_CHILD = "TORCH_NEURONX_PLAN_CHILD"   # set in the re-executed process: never loop
+    raise child.RanInChild(child.run(args.argv(), env).returncode)
 
 
 def dry_run_core():
@@ -155,22 +134,18 @@ def dry_run_core():
 
 
 def _prepare(args, prog: str):
-    """Layout, config and environment, or exit 2 with the reason."""
+    """Layout and config in the plan's own process, or exit 2 with the reason."""
     from .config import ConfigError, load_config
 
-    try:
-        layout = make_layout(args.instance, args.lnc, args.nodes, args.tp, getattr(args, "fsdp", 1),
-                             getattr(args, "dp", None), getattr(args, "pp", 1),
-                             getattr(args, "pp_schedule", "1f1b"), getattr(args, "pp_chunks", None),
-                             getattr(args, "ep", 1))
-        config = load_config(args.config)
-    except (LayoutError, ConfigError) as err:
-        _fail(prog, str(err))
     if not args.real and dry_run_core() is None:
         _fail(prog, "this build has no dry-run core (torch_neuronx.plan), so a plan would allocate every "
                     "byte on this host; pass --real to plan a small config for real")
-    _ensure_runtime(args, layout, prog)
-    return layout, config
+    _ensure_runtime(args, args.layout, prog)   # before transformers loads: a child loads it anyway
+    try:
+        config = load_config(args.config)
+    except ConfigError as err:
+        _fail(prog, str(err))
+    return args.layout, config
 
 
 def _finish(report: dict, args, title: str, rows, collected=None) -> int:
@@ -193,14 +168,16 @@ def _finish(report: dict, args, title: str, rows, collected=None) -> int:
 def _start(args, command: str):
     """The progress display and the notes collection of one plan command. If the plan fails, the
     display closes and the collected notes are printed: they may say why."""
-    child = os.environ.get(_CHILD) == "1"   # a re-executed plan goes on with the same clock and lines
-    progress.start(command, quiet=args.quiet, handed=os.environ.get(progress.STARTED_ENV) if child else None)
-    progress.stage("starting the plan's own process (instance, LNC, dry run)" if child
+    in_child = child.is_child()   # a plan run again in a child goes on with the same clock and lines
+    progress.start(command, quiet=args.quiet, handed=os.environ.get(progress.STARTED_ENV) if in_child else None)
+    progress.stage("starting the plan's own process (instance, LNC, dry run)" if in_child
                    else "starting (torch, transformers, the layout)")
     collected = notes.collect(args.verbose)
     try:
         with collected:
             yield collected
+    except (child.RanInChild, child.Interrupted):   # the child has shown and said it all
+        raise
     except BaseException as err:
         progress.finish("stopped")
         if not isinstance(err, SystemExit) and collected.items and not collected.verbose:
@@ -215,11 +192,8 @@ def _fmt(v, unit="", scale=1.0, digits=4):
     return "-" if v is None else f"{number(v * scale, digits)}{unit}"
 
 
-def generate_main(argv=None) -> int:
-    return run_generate(generate_parser().parse_args(argv))
-
-
 def run_generate(args) -> int:
+    """`plan generate`; `args` are its checked options (options.GenerateOptions)."""
     prog = "python -m torch_neuronx.plan generate"
     with _start(args, "generate") as collected:
         if args.mode == "deployed":
@@ -227,8 +201,6 @@ def run_generate(args) -> int:
             run_deployed(args, prog, _prepare, lambda report, _args, title, rows: finished.append((report, title, rows)),
                          _fail, _fmt)
         else:
-            if eager_flag_error(args):
-                _fail(prog, eager_flag_error(args))
             layout, config = _prepare(args, prog)
             import torch
 
@@ -253,19 +225,9 @@ def run_generate(args) -> int:
     return _finish(report, args, title, rows, collected)
 
 
-def train_main(argv=None) -> int:
-    return run_train(train_parser().parse_args(argv))
-
-
 def run_train(args) -> int:
+    """`plan train`; `args` are its checked options (options.TrainOptions)."""
     prog = "python -m torch_neuronx.plan train"
-    if args.zero1 and args.fsdp > 1:   # before the runtime is set up for the layout
-        from .train import zero1_check
-
-        try:
-            zero1_check(args.tp, args.fsdp)
-        except ValueError as err:
-            _fail(prog, str(err))
     with _start(args, "train") as collected:
         layout, config = _prepare(args, prog)
         import torch
@@ -291,16 +253,3 @@ def run_train(args) -> int:
     if report.get("kv_head_copies", 1) > 1:
         rows.append(("KV heads", f"replicated x{report['kv_head_copies']} ({report['kv_heads_per_rank']} per TP rank)"))
     return _finish(report, args, "train", rows, collected)
-
-
-def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"generate": generate_main, "train": train_main, "sweep": None}
-    if not argv or argv[0] not in commands:
-        print(f"usage: python -m torch_neuronx.plan.models {{{','.join(commands)}}} ...", file=sys.stderr)
-        return 2
-    if argv[0] == "sweep":
-        from .sweep import sweep_main
-
-        return sweep_main(argv[1:])
-    return commands[argv[0]](argv[1:])

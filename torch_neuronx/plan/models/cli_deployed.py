@@ -68,14 +68,7 @@ def eager_flag_error(args) -> str | None:
 
 
 def run_deployed(args, prog: str, prepare, finish, fail, fmt) -> int:
-    """Plan the deployed mode; the flags are checked before the runtime is set up."""
-    from .deployed import check_arguments
-
-    try:
-        check_arguments(args.batch, args.concurrency, args.input_tokens, args.output_tokens,
-                        args.prefill_chunk_size, args.max_model_len, args.buckets)
-    except ValueError as err:
-        fail(prog, str(err))
+    """Plan the deployed mode (`args`: options.GenerateOptions, its flags checked already)."""
     layout, config = prepare(args, prog)
     import torch
 

@@ -2,8 +2,9 @@
 
 Every combination of the lists (instance, LNC, TP, FSDP, micro-batch, sequence length, gradient
 checkpointing) is checked first; a layout that cannot work gets its reason in the row and costs
-nothing. Each possible one runs `plan train` in its own process (the runtime's instance and LNC
-are fixed when it starts).
+nothing. Each possible one runs `python -m torch_neuronx.plan train` in its own process (child.py),
+started with the row's instance, LNC and dry run in its environment (the runtime reads them when
+it starts).
 """
 from __future__ import annotations
 
@@ -11,12 +12,10 @@ import argparse
 import itertools
 import json
 import os
-import subprocess
-import sys
 import tempfile
 
-from .. import progress
-from .cli import _fail, add_view_arguments
+from .. import child, progress
+from .cli import _fail, add_view_arguments, plan_settings
 from .layout import LayoutError, check_batch, check_model, make_layout
 
 
@@ -29,13 +28,6 @@ def _ints(text: str) -> list[int]:
 
 def _names(text: str) -> list[str]:
     return [v.strip() for v in text.split(",") if v.strip()]
-
-
-def sweep_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m torch_neuronx.plan sweep",
-                                description="Plan a training step for every layout of the lists given.")
-    add_arguments(p)
-    return p
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -90,9 +82,10 @@ def _run_row_here(args, settings, layout, config) -> dict:
 
 
 def _run_row(args, settings, layout) -> dict:
+    """The row's plan: `plan train` in a child started with the row's runtime settings."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "plan.json")
-        cmd = [sys.executable, "-m", "torch_neuronx.plan.models", "train", "--config", args.config,
+        cmd = ["train", "--config", args.config,
                "--instance", layout.instance, "--lnc", str(layout.lnc), "--nodes", str(layout.nodes),
                "--tp", str(layout.tp), "--fsdp", str(layout.fsdp), "--dp", str(layout.dp),
                "--micro-batch", str(settings["micro_batch"]), "--seq-len", str(settings["seq_len"]),
@@ -103,14 +96,15 @@ def _run_row(args, settings, layout) -> dict:
             cmd.append("--gradient-checkpointing")
         if args.real:
             cmd.append("--real")
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.row_timeout)
-        except subprocess.TimeoutExpired:
+        env = child.environment(plan_settings(layout.instance, layout.lnc, args.real, out))
+        result = child.run(cmd, env, timeout=args.row_timeout, capture=True)
+        if result.timed_out:
             return {"error": f"plan did not finish in --row-timeout {args.row_timeout:g} s"}
         if os.path.exists(out):
-            return json.load(open(out))
-        tail = (proc.stderr or proc.stdout).strip().splitlines()
-        return {"error": tail[-1] if tail else f"plan exited with {proc.returncode}"}
+            with open(out) as f:
+                return json.load(f)
+        tail = ("".join(result.stderr_tail) or "".join(result.stdout_tail)).strip().splitlines()
+        return {"error": tail[-1] if tail else f"plan exited with {result.returncode}"}
 
 
 def _gib(n):
@@ -141,12 +135,8 @@ KEEP = ("dp", "fits", "peak_hbm_bytes_per_core", "hbm_capacity_bytes_per_core", 
         "sequences_per_s", "mfu", "oom", "error", "global_batch", "grad_accum_steps")
 
 
-def sweep_main(argv=None) -> int:
-    return main(sweep_parser().parse_args(argv))
-
-
 def main(args) -> int:
-    """`python -m torch_neuronx.plan sweep` (the subcommand table calls this with parsed args)."""
+    """`python -m torch_neuronx.plan sweep`; `args` are its options (options.SweepOptions)."""
     from .config import ConfigError, load_config
 
     prog = "python -m torch_neuronx.plan sweep"

@@ -1,0 +1,160 @@
+"""plan/child.py through `python -m torch_neuronx.plan run`: a Ctrl-C or a `kill` of the planner reaches
+the script's process once, the planner then ends by the same signal, a killed planner takes its child
+with it, and a child past its timeout is killed. Each signal is sent when the script has said (in a
+file) that it is waiting for it: nothing depends on how fast the processes start."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+# the script under `plan run`: counts the signals it gets into a file, says it is ready, waits
+SCRIPT = r'''
+import json, os, signal, sys, time
+import torch, torch_neuronx
+state = sys.argv[1]
+got = []
+
+def record(sig, _frame):
+    got.append(signal.Signals(sig).name)
+    with open(state + ".tmp", "w") as f:
+        json.dump({"pid": os.getpid(), "got": got}, f)
+    os.replace(state + ".tmp", state)
+
+signal.signal(signal.SIGINT, record)
+signal.signal(signal.SIGTERM, record)
+torch.zeros(4, device="neuron")   # the dry run is in force
+with open(state + ".tmp", "w") as f:
+    json.dump({"pid": os.getpid(), "got": []}, f)
+os.replace(state + ".tmp", state)
+while not got and sys.argv[2:] != ["forever"]:
+    signal.pause()
+while sys.argv[2:] == ["forever"]:
+    signal.pause()
+'''
+
+DEADLINE_S = 120   # how long a step may take on a loaded machine before the test gives up
+
+
+def _start(tmp_path, *extra):
+    script, state = tmp_path / "waits.py", tmp_path / "state.json"
+    script.write_text(SCRIPT)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_NEURONX_PLAN_", "TORCH_NEURONX_DRY_RUN"))}
+    # its own session, as a terminal's foreground job: a killpg is what a Ctrl-C at the terminal sends
+    planner = subprocess.Popen([sys.executable, "-m", "torch_neuronx.plan", "run", "--quiet", "--", str(script),
+                                str(state), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=env, start_new_session=True)
+    return planner, state
+
+
+def _wait_for(check, what):
+    end = time.monotonic() + DEADLINE_S
+    while time.monotonic() < end:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+def _state(path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def _ready(planner, state):
+    ready = _wait_for(lambda: _state(state) or planner.poll() is not None, "the script to start")
+    assert isinstance(ready, dict), planner.communicate()[1][-3000:]
+    return ready["pid"]
+
+
+def test_ctrl_c_reaches_the_script_once_and_the_planner_ends_by_it(tmp_path):
+    planner, state = _start(tmp_path)
+    script_pid = _ready(planner, state)
+    assert os.getpgid(script_pid) != os.getpgid(planner.pid)   # the terminal's Ctrl-C reaches the planner only
+    os.killpg(planner.pid, signal.SIGINT)                      # what a Ctrl-C at the terminal sends
+    out, err = planner.communicate(timeout=DEADLINE_S)
+    assert planner.returncode == -signal.SIGINT, err[-3000:]   # as an interrupted Python ends
+    assert _state(state)["got"] == ["SIGINT"]                  # forwarded, once
+    assert "Traceback" not in err and "# Dry run" not in out   # no second traceback, no report of a stopped plan
+    assert _gone(script_pid)
+
+
+def test_kill_of_the_planner_reaches_the_script_and_ends_the_planner(tmp_path):
+    planner, state = _start(tmp_path)
+    script_pid = _ready(planner, state)
+    planner.send_signal(signal.SIGTERM)    # `kill PID`: the planner alone
+    planner.communicate(timeout=DEADLINE_S)
+    assert planner.returncode == -signal.SIGTERM
+    assert _state(state)["got"] == ["SIGTERM"]
+    assert _gone(script_pid)
+
+
+def test_a_planner_killed_outright_takes_its_script_with_it(tmp_path):
+    planner, state = _start(tmp_path, "forever")
+    script_pid = _ready(planner, state)
+    try:
+        planner.kill()                     # SIGKILL: nothing of the planner runs
+        planner.wait(timeout=DEADLINE_S)   # (its pipes stay open in the script until the script ends)
+        got = _wait_for(lambda: (_state(state) or {}).get("got"), "the script to hear of its planner's end")
+        # the parent-death signal (Linux may send it once per thread of the dying planner: the
+        # orphan passes from thread to thread before init adopts it; the first ends a plain script)
+        assert set(got) == {"SIGTERM"}
+    finally:
+        os.kill(script_pid, signal.SIGKILL)   # this script records SIGTERM instead of ending; end it here
+    planner.communicate(timeout=DEADLINE_S)
+
+
+def test_a_child_past_its_timeout_is_killed_with_what_it_started(tmp_path):
+    from torch_neuronx.plan import child
+
+    script, state = tmp_path / "waits.py", tmp_path / "state.json"
+    script.write_text(SCRIPT)
+    started = time.monotonic()
+    env = child.environment(child.dry_run_settings(None, None, str(tmp_path / "r.json"), None))
+    result = child.run(["run", "--quiet", "--", str(script), str(state), "forever"], env, timeout=1.0, capture=True)
+    assert result.timed_out and result.returncode == -signal.SIGKILL
+    assert time.monotonic() - started < DEADLINE_S
+    pid = (_state(state) or {}).get("pid")
+    assert pid is None or _gone(pid)
+
+
+def test_captured_output_keeps_the_tail_of_each_stream(tmp_path):
+    from torch_neuronx.plan import child
+
+    script = tmp_path / "talks.py"
+    script.write_text("import sys\nfor i in range(100):\n    print(f'out {i}')\nprint('the last word', file=sys.stderr)\n"
+                      "sys.exit(3)\n")
+    seen = []
+    env = child.environment(child.dry_run_settings(None, None, str(tmp_path / "r.json"), None))
+    result = child.run(["run", "--quiet", "--", str(script)], env, capture=True, on_line=seen.append)
+    assert result.returncode == 3 and not result.timed_out
+    assert result.stdout_tail[-1] == "out 99\n" and len(result.stdout_tail) == child.TAIL_LINES
+    assert "the last word\n" in result.stderr_tail
+    assert [ln for ln in seen if ln.startswith("out ")] == [f"out {i}\n" for i in range(100)]
+
+
+def test_is_child_is_read_once_and_not_inherited():
+    """A planner's child's own subprocesses (the user's script may start some) are not children."""
+    code = ("import os\nfrom torch_neuronx.plan import child\n"
+            "print(child.is_child(), child.CHILD_ENV in os.environ, child.is_child())")
+    env = dict(os.environ, TORCH_NEURONX_PLAN_CHILD=str(os.getpid()))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=DEADLINE_S)
+    assert out.stdout.split() == ["True", "False", "True"], out.stderr[-2000:]
+    env.pop("TORCH_NEURONX_PLAN_CHILD")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=DEADLINE_S)
+    assert out.stdout.split() == ["False", "False", "False"], out.stderr[-2000:]
+
