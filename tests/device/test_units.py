@@ -24,8 +24,8 @@ def test_size_digits_and_units_are_powers_of_two():
 
 
 @pytest.mark.parametrize("s, text", [
-    (2.0134, "2.013 s"), (1234.5, "1,234.500 s"), (0.0471, "47.100 ms"), (6e-6, "6.0 us"),
-    (0.0, "0.0 us"), (None, "-"),
+    (2.0134, "2.013 s"), (1234.5, "1,234.500 s"), (0.0471, "47.1 ms"), (0.04712345, "47.12 ms"), (6e-6, "6 us"),
+    (0.0, "0 us"), (None, "-"),
 ])
 def test_seconds(s, text):
     assert units.seconds(s) == text

@@ -85,11 +85,11 @@ def test_merged_report_reads_version_1_ranks(rank_report):
 
 
 def test_model_report_and_the_html_command_on_a_version_1_file(tiny_config_dir, plan_env, tmp_path):
-    from torch_neuronx.plan.models.cli import train_main
+    from torch_neuronx.plan.__main__ import main
 
     # --real: in this process (a dry run re-executes the command in a process of its own)
     out = tmp_path / "train.json"
-    assert train_main(["--config", tiny_config_dir, "--tp", "2", "--micro-batch", "1", "--global-batch", "2",
+    assert main(["train", "--config", tiny_config_dir, "--tp", "2", "--micro-batch", "1", "--global-batch", "2",
                        "--seq-len", "16", "--instance", "trn2.3xlarge", "--lnc", "2", "--real", "--json", str(out)]) == 0
     r = json.loads(out.read_text())
     assert r["kind"] == "model" and r["schema_version"] == SCHEMA_VERSION and list(r)[:len(COMMON)] == list(COMMON)

@@ -30,14 +30,14 @@ def size(n, digits: int = 2, space: str = " ") -> str:
 
 
 def seconds(s) -> str:
-    """`2.013 s`, `47.100 ms`, `6.0 us`; `-` for None."""
+    """`2.013 s`, `47.1 ms`, `6 us` (four significant figures below a second); `-` for None."""
     if s is None:
         return "-"
     if abs(s) >= 1:
         return f"{s:,.3f} s"
     if abs(s) >= 1e-3:
-        return f"{s * 1e3:.3f} ms"
-    return f"{s * 1e6:.1f} us"
+        return f"{s * 1e3:.4g} ms"
+    return f"{s * 1e6:.4g} us"
 
 
 def number(v, digits: int = 4) -> str:
