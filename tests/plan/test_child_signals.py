@@ -158,3 +158,10 @@ def test_is_child_is_read_once_and_not_inherited():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=DEADLINE_S)
     assert out.stdout.split() == ["False", "False", "False"], out.stderr[-2000:]
 
+
+
+def test_a_plan_child_has_a_fixed_hash_seed_unless_the_user_set_one():
+    from torch_neuronx.plan import child
+
+    assert child.environment({}, base={})["PYTHONHASHSEED"] == "0"
+    assert child.environment({}, base={"PYTHONHASHSEED": "7"})["PYTHONHASHSEED"] == "7"
