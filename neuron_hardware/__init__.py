@@ -12,8 +12,9 @@ Nothing here is an assumption: assumptions of the cost model live in
 """
 from __future__ import annotations
 
+from . import collectives
 from .chips import CHIPS, ChipSpec, chip
 from .host_link import pcie_bytes_per_s
 from .instances import DEFAULT_INSTANCE_TYPE, INSTANCES, InstanceSpec, instance
 
-__all__ = ["CHIPS", "ChipSpec", "DEFAULT_INSTANCE_TYPE", "INSTANCES", "InstanceSpec", "chip", "instance", "pcie_bytes_per_s"]
+__all__ = ["CHIPS", "collectives", "ChipSpec", "DEFAULT_INSTANCE_TYPE", "INSTANCES", "InstanceSpec", "chip", "instance", "pcie_bytes_per_s"]
