@@ -98,6 +98,11 @@ def plans(tmp_path_factory):
               for ep in (1, 8)]
     specs.append({"command": "train", "config": dense, "layout": dict(inst, tp=2, fsdp=4),
                   "args": dict(train, gradient_checkpointing=True)})
+    # TP x DP with sequence parallelism (the default) at TP 2 and 4, and TP 8 without it
+    specs += [{"command": "train", "config": dense, "layout": dict(inst, tp=tp, dp=8 // tp), "args": train}
+              for tp in (2, 4)]
+    specs.append({"command": "train", "config": dense, "layout": dict(inst, tp=8),
+                  "args": dict(train, sequence_parallel=False)})
     spec_path, out = tmp / "spec.json", tmp / "out.json"
     spec_path.write_text(json.dumps(specs))
     env = dict(os.environ, TORCH_NEURONX_DRY_RUN="1", TORCH_NEURONX_INSTANCE_TYPE="trn2.3xlarge",
@@ -109,7 +114,7 @@ def plans(tmp_path_factory):
     r = json.loads(out.read_text())
     return {"tp": dict(zip((1, 2, 4, 8), r[:4])), "kv_train": r[4], "kv_generate": r[5], "zero1": r[6],
             "pp": dict(zip(("gpipe", "1f1b", "interleaved"), r[7:10])), "ep": dict(zip((1, 8), r[10:12])),
-            "checkpointed": r[12]}
+            "checkpointed": r[12], "sp": {2: r[13], 4: r[14], 8: r[3]}, "no_sp": r[15]}
 
 
 def _peak() -> float:
@@ -247,3 +252,30 @@ def test_expert_parallelism_moves_tokens_instead_of_experts(plans):
         assert r["flops_by_category_per_micro_step"]["matmul"] == pytest.approx(6 * tokens * weights, rel=0.02)
     assert "all_to_all" in eight["collectives"] and "all_to_all" not in one["collectives"]
     assert eight["collectives"]["all_gather"]["bytes"] < 0.5 * one["collectives"]["all_gather"]["bytes"]
+
+
+def _vector_bytes(r) -> int:
+    """HBM bytes of the Vector/Scalar-engine ops of a micro-step: norms, residual adds,
+    activations, the loss (elementwise and reductions)."""
+    b = r["bytes_by_category_per_micro_step"]
+    return b.get("elementwise", 0) + b.get("reduction", 0)
+
+
+def test_sequence_parallelism_splits_norms_and_residuals_over_tp(plans):
+    """With sequence parallelism (NxD Training's TP) a rank's norms, residual adds and loss run on
+    1/TP of the tokens and its MLP activations on 1/TP of the features: its vector-engine bytes
+    scale as 1/TP of TP 1's (within 15%: the rotary tables, computed for every position on every
+    rank, do not shrink). Without it the norms and residuals stay whole on every rank. Matmul FLOPs
+    are the same closed form either way."""
+    base = _vector_bytes(plans["tp"][1])
+    for tp, r in plans["sp"].items():
+        assert r["sequence_parallel"] and r["tp"] == tp
+        assert _vector_bytes(r) == pytest.approx(base / tp, rel=0.15), tp
+        matmul, attn = train_flops_closed_form(DENSE, SEQ, SEQ, tp)
+        assert r["flops_by_category_per_micro_step"]["matmul"] == pytest.approx(matmul, rel=0.01)
+    off = plans["no_sp"]
+    assert not off["sequence_parallel"] and off["sequence_parallel_note"] == "off (--no-sequence-parallel)"
+    assert _vector_bytes(off) > 3 * _vector_bytes(plans["sp"][8])
+    # the collectives: sequence parallelism reduce-scatters and all-gathers where TP all-reduces
+    assert {"all_gather", "reduce_scatter"} <= set(plans["sp"][8]["collectives"])
+    assert off["collectives"]["all_reduce"]["count"] > plans["sp"][8]["collectives"].get("all_reduce", {}).get("count", 0)

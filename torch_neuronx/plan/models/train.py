@@ -274,6 +274,7 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
             report.update({
                 "micro_step_s": micro_s, "optimizer_step_s": optim_s,
                 "flops_by_category_per_micro_step": region.flops_by_category(s, b),
+                "bytes_by_category_per_micro_step": region.bytes_by_category(s, b),
                 "time_breakdown_s": region.by_category(s, e),
                 "collectives": region.collectives(s, e),
             })
