@@ -275,11 +275,27 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
                 "micro_step_s": micro_s, "optimizer_step_s": optim_s,
                 "flops_by_category_per_micro_step": region.flops_by_category(s, b),
                 "bytes_by_category_per_micro_step": region.bytes_by_category(s, b),
+                "vector_bytes_by_module_per_micro_step": _vector_bytes_by_module(region.est.events[s:b]),
                 "time_breakdown_s": region.by_category(s, e),
                 "collectives": region.collectives(s, e),
             })
         del model, optimizer
     return report
+
+
+def _vector_bytes_by_module(events) -> dict[str, int]:
+    """HBM bytes of the Vector/Scalar-engine ops (elementwise, reductions) per kind of innermost
+    module (its last path component, layer numbers dropped: "input_layernorm", "mlp", "layers" for
+    the residual adds of a decoder layer), so a report shows where the norms' and residuals' work goes."""
+    import re
+
+    out: dict[str, int] = {}
+    for e in events:
+        if e.category in ("elementwise", "reduction") and e.bytes:
+            inner = max(e.modules, key=lambda n: (n.count("."), len(n))) if e.modules else "Global"
+            kind = re.sub(r"\.\d+", "", inner).rsplit(".", 1)[-1]
+            out[kind] = out.get(kind, 0) + e.bytes
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
 def _full_parameter_count(config, layout) -> int:
