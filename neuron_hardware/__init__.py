@@ -15,15 +15,17 @@ Public (``__all__``): ``CHIPS``, ``ChipSpec``, ``chip(name)``; ``INSTANCES``, ``
 ``instance(name)``, ``DEFAULT_INSTANCE_TYPE``; ``pcie_bytes_per_s``; ``logical_core_view(instance,
 lnc)``, the ``LogicalCoreView`` it returns and ``HardwareChoiceError`` for a bad choice; ``OnLogicalCore``
 and ``view_attribute`` for classes that carry a view. The modules chips, instances, host_link and
-logical_core hold the tables and the derivation.
+logical_core hold the tables and the derivation; ``collectives`` the runtime's choice of collective
+algorithm by message size.
 """
 from __future__ import annotations
 
+from . import collectives
 from .chips import CHIPS, ChipSpec, chip
 from .host_link import pcie_bytes_per_s
 from .instances import DEFAULT_INSTANCE_TYPE, INSTANCES, InstanceSpec, instance
 from .logical_core import HardwareChoiceError, LogicalCoreView, OnLogicalCore, logical_core_view, view_attribute
 
 __all__ = ["CHIPS", "ChipSpec", "DEFAULT_INSTANCE_TYPE", "HardwareChoiceError", "INSTANCES", "InstanceSpec",
-           "LogicalCoreView", "OnLogicalCore", "chip", "instance", "logical_core_view", "pcie_bytes_per_s",
-           "view_attribute"]
+           "LogicalCoreView", "OnLogicalCore", "chip", "collectives", "instance", "logical_core_view",
+           "pcie_bytes_per_s", "view_attribute"]

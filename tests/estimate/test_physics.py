@@ -107,10 +107,14 @@ def test_assumption_overrides_scale_the_estimate_proportionally():
     assert t2.transfer_s == pytest.approx(2 * t1.transfer_s, rel=1e-6) and t2.latency_s == t1.latency_s
 
 
-@pytest.mark.parametrize("instance, n, where", [("trn2.48xlarge", 2, "chip"), ("trn2.48xlarge", 8, "neuronlink"),
-                                                ("trn2.48xlarge", 64, "neuronlink"), ("trn2.48xlarge", 128, "efa"),
-                                                ("trn1.32xlarge", 32, "neuronlink"), ("trn3.48xlarge", 16, "neuronlink")])
-@pytest.mark.parametrize("nbytes", [1 << 20, 1 << 30])
+_RING_LAYOUTS = [("trn2.48xlarge", 2, "chip"), ("trn2.48xlarge", 8, "neuronlink"), ("trn2.48xlarge", 64, "neuronlink"),
+                 ("trn2.48xlarge", 128, "efa"), ("trn1.32xlarge", 32, "neuronlink"), ("trn3.48xlarge", 16, "neuronlink")]
+
+
+# inside an instance the runtime runs a ring above 56 MB only (smaller sizes: the next test);
+# across instances a ring at every size
+@pytest.mark.parametrize("instance, n, where, nbytes", [(*layout, 1 << 30) for layout in _RING_LAYOUTS]
+                         + [("trn2.48xlarge", 128, "efa", 1 << 20)])
 def test_ring_all_reduce_equals_its_closed_form(instance, n, where, nbytes):
     """2(n-1)/n x bytes / bus bandwidth + launch + 2(n-1) step latencies, from the hardware
     facts (neuron_hardware) and the named assumptions, computed here independently."""
@@ -133,6 +137,47 @@ def test_ring_all_reduce_equals_its_closed_form(instance, n, where, nbytes):
     c = collective_estimate("all_reduce", nbytes, n, hardware=hw)
     assert c.placement == where
     assert c.seconds == pytest.approx(closed, rel=0.02)
+
+
+@pytest.mark.parametrize("instance, n, chips", [("trn2.48xlarge", 64, 16), ("trn1.32xlarge", 32, 16),
+                                                ("trn1.32xlarge", 8, 4), ("trn2.48xlarge", 8, 2)])
+@pytest.mark.parametrize("kind, nbytes, phases, algorithm", [
+    ("all_gather", 1 << 10, 1, "mesh"), ("reduce_scatter", 512 << 10, 1, "mesh"),
+    ("all_reduce", 16 << 10, 2, "mesh"), ("all_gather", 4 << 20, 1, "recursive"),
+    ("all_reduce", 32 << 20, 2, "recursive")])
+def test_small_collectives_inside_an_instance_take_the_runtimes_algorithm(instance, n, chips, kind, nbytes,
+                                                                          phases, algorithm):
+    """Below 1 MB Mesh (2 steps per reduce-scatter or all-gather phase), from 1 to 56 MB recursive
+    doubling-halving (1 intra-chip step + log2(chips) steps per phase), the ring's bytes, as the
+    Neuron runtime's intra-node collectives page describes (docs/hardware-sources.md C5)."""
+    import math
+
+    import neuron_hardware
+
+    hw = hardware(instance)
+    a = hw.assumptions
+    spec = neuron_hardware.INSTANCES[instance]
+    per_chip = min(n, spec.chip.physical_cores // hw.lnc)
+    assert n // per_chip == chips
+    bw = spec.neuronlink_bytes_per_s * a.neuronlink_efficiency / per_chip
+    ring_bytes = (2 if kind == "all_reduce" else 1) * (n - 1) / n * nbytes
+    steps = phases * (2 if algorithm == "mesh" else 1 + math.log2(chips))
+    closed = ring_bytes / bw + a.collective_launch_s + steps * a.neuronlink_step_latency_s
+    c = collective_estimate(kind, nbytes, n, hardware=hw)
+    assert c.placement == "neuronlink" and c.algorithm.startswith(algorithm)
+    assert c.seconds == pytest.approx(closed, rel=0.02)
+
+
+def test_small_all_gather_latency_matches_nccom_test():
+    """nccom-test's 1 KiB fp32 all-gather takes 10.0 us on 8 ranks and 6.2 us on 32
+    (docs/hardware-sources.md C3): flat in the group size, as Mesh is, within 1.5x of each; a ring
+    of 31 steps would take 7x longer."""
+    hw = hardware("trn1.32xlarge")
+    for n, measured in ((8, 10.0e-6), (32, 6.2e-6)):
+        c = collective_estimate("all_gather", 1024, n, hardware=hw)
+        assert measured / 1.5 <= c.seconds <= measured * 1.5, (n, c.seconds)
+    ring = hw.assumptions.collective_launch_s + 31 * hw.assumptions.neuronlink_step_latency_s
+    assert ring > 7 * 6.2e-6
 
 
 def test_lnc_and_generation_scaling():

@@ -203,3 +203,25 @@ def test_tp_beyond_the_kv_heads_replicates_them_in_the_static_cache(tmp_path):
     r, _ = _plan(tmp_path, config, "--tp", "4", name="tp4")
     assert r["fits"] and r["kv_head_copies"] == 2 and r["kv_heads_per_rank"] == 1
     assert r["memory_breakdown_bytes_per_core"]["kv_cache"] == 2 * 2 * 1 * 128 * CACHE * 2   # K and V, layers, 1 head
+
+
+def test_a_deep_model_at_batch_1_plans_after_its_full_depth_model_is_freed(tmp_path):
+    """The deployed plan allocates the full-depth model, frees it, then compiles 1- and 2-layer
+    probes. Freed, a model of 32 layers is cyclic garbage until the collector runs; collected during
+    a probe's compile, its modules left the dry run's weak registries between Dynamo's trace and
+    the call, and the compiled step failed (IndexError / KeyError 'bias': Llama-2-7B at TP 32)."""
+    from transformers import LlamaConfig
+
+    folder = tmp_path / "deep"
+    LlamaConfig(hidden_size=256, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=32,
+                intermediate_size=512, vocab_size=512, tie_word_embeddings=False).save_pretrained(folder)
+    out = tmp_path / "deep.json"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TORCH_NEURONX_INSTANCE_TYPE", "NEURON_LOGICAL_NC_CONFIG", "TORCH_NEURONX_DRY_RUN")}
+    p = subprocess.run([sys.executable, "-m", "torch_neuronx.plan", "generate", "--config", str(folder),
+                        "--instance", "trn1.32xlarge", "--tp", "32", "--batch", "1", "--input-tokens", "128",
+                        "--output-tokens", "3", "--quiet", "--json", str(out)],
+                       env=env, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    r = json.loads(out.read_text())
+    assert r["depth_probes"] == [1, 2] and r["ttft_ms"] > 0 and r["tpot_ms"] > 0

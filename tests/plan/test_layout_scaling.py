@@ -98,6 +98,11 @@ def plans(tmp_path_factory):
               for ep in (1, 8)]
     specs.append({"command": "train", "config": dense, "layout": dict(inst, tp=2, fsdp=4),
                   "args": dict(train, gradient_checkpointing=True)})
+    # TP x DP with sequence parallelism (the default) at TP 2 and 4, and TP 8 without it
+    specs += [{"command": "train", "config": dense, "layout": dict(inst, tp=tp, dp=8 // tp), "args": train}
+              for tp in (2, 4)]
+    specs.append({"command": "train", "config": dense, "layout": dict(inst, tp=8),
+                  "args": dict(train, sequence_parallel=False)})
     spec_path, out = tmp / "spec.json", tmp / "out.json"
     spec_path.write_text(json.dumps(specs))
     env = dict(os.environ, TORCH_NEURONX_DRY_RUN="1", TORCH_NEURONX_INSTANCE_TYPE="trn2.3xlarge",
@@ -109,7 +114,7 @@ def plans(tmp_path_factory):
     r = json.loads(out.read_text())
     return {"tp": dict(zip((1, 2, 4, 8), r[:4])), "kv_train": r[4], "kv_generate": r[5], "zero1": r[6],
             "pp": dict(zip(("gpipe", "1f1b", "interleaved"), r[7:10])), "ep": dict(zip((1, 8), r[10:12])),
-            "checkpointed": r[12]}
+            "checkpointed": r[12], "sp": {2: r[13], 4: r[14], 8: r[3]}, "no_sp": r[15]}
 
 
 def _peak() -> float:
@@ -247,3 +252,33 @@ def test_expert_parallelism_moves_tokens_instead_of_experts(plans):
         assert r["flops_by_category_per_micro_step"]["matmul"] == pytest.approx(6 * tokens * weights, rel=0.02)
     assert "all_to_all" in eight["collectives"] and "all_to_all" not in one["collectives"]
     assert eight["collectives"]["all_gather"]["bytes"] < 0.5 * one["collectives"]["all_gather"]["bytes"]
+
+
+NORMS_AND_RESIDUALS = ("input_layernorm", "post_attention_layernorm", "norm", "layers")
+
+
+def _norm_and_residual_bytes(r) -> int:
+    """HBM bytes of a micro-step's vector-engine ops inside the RMSNorms and the decoder layers'
+    own code (the residual adds), forward and backward."""
+    return sum(r["vector_bytes_by_module_per_micro_step"].get(k, 0) for k in NORMS_AND_RESIDUALS)
+
+
+def test_sequence_parallelism_splits_norms_and_residuals_over_tp(plans):
+    """With sequence parallelism (NxD Training's TP) a rank's RMSNorms and residual adds run on
+    1/TP of the tokens: their vector-engine bytes are 1/TP of TP 1's (within 20%: the input
+    gradients of the unfused q/k/v projections are summed at full length before their
+    reduce-scatter). Without it they stay whole on every rank. Matmul FLOPs are the same closed
+    form either way, and sequence parallelism reduce-scatters and all-gathers where TP all-reduces."""
+    base = _norm_and_residual_bytes(plans["tp"][1])
+    for tp, r in plans["sp"].items():
+        assert r["sequence_parallel"] and r["tp"] == tp
+        assert _norm_and_residual_bytes(r) == pytest.approx(base / tp, rel=0.2), tp
+        matmul, attn = train_flops_closed_form(DENSE, SEQ, SEQ, tp)
+        assert r["flops_by_category_per_micro_step"]["matmul"] == pytest.approx(matmul, rel=0.01)
+    off = plans["no_sp"]
+    assert not off["sequence_parallel"] and off["sequence_parallel_note"] == "off (--no-sequence-parallel)"
+    assert _norm_and_residual_bytes(off) > 4 * _norm_and_residual_bytes(plans["sp"][8])
+    assert {"all_gather", "reduce_scatter"} <= set(plans["sp"][8]["collectives"])
+    # what is left to all-reduce with it: the vocabulary-parallel loss's per-token maxima and sums
+    sp_reduced = plans["sp"][8]["collectives"].get("all_reduce", {}).get("bytes", 0)
+    assert off["collectives"]["all_reduce"]["bytes"] > 50 * sp_reduced

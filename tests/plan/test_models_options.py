@@ -31,6 +31,7 @@ GENERATE = ["--config", "cfg", "--instance", "trn2.48xlarge", "--tp", "32", "--b
     (TrainOptions, cli.add_train_arguments, TRAIN[:-4] + ["--fsdp", "1", "--dp", "32"]),   # ZeRO-1 needs FSDP 1
     (TrainOptions, cli.add_train_arguments, [a for a in TRAIN if a != "--zero1"]),
     (TrainOptions, cli.add_train_arguments, ["--config", "cfg"]),                           # every default
+    (TrainOptions, cli.add_train_arguments, ["--config", "cfg", "--tp", "8", "--no-sequence-parallel"]),
     (GenerateOptions, cli.add_generate_arguments, GENERATE),
     (GenerateOptions, cli.add_generate_arguments, ["--config", "cfg", "--mode", "eager", "--compile"]),
 ])

@@ -40,13 +40,15 @@ class Assumptions:
     eager_launch_s: float = 10e-6
     # Device-side cost of launching one compiled graph (one NEFF): the same basis as an eager op.
     graph_launch_s: float = 10e-6
-    # Latency of one collective step (one hop of a ring) inside an instance over NeuronLink.
-    # nccom-test's small-message all-gather on 8/32 ranks takes 6-10 us (docs/hardware-sources.md C3): ~1.5 us/step.
+    # Latency of one collective step (one hop) inside an instance over NeuronLink: the Neuron
+    # runtime's page gives about 1-2 us per Ring hop, HBM-load dependent (docs/hardware-sources.md C5);
+    # with Mesh's 2 steps, nccom-test's 1 KiB all-gather on 8/32 ranks (6-10 us, C3) agrees.
     neuronlink_step_latency_s: float = 1.5e-6
     # Latency of one step between logical cores of the same chip (through HBM by DMA).
     same_chip_step_latency_s: float = 1.0e-6
-    # Latency of one collective step across instances over EFA (no figure in the facts; a typical
-    # RDMA round trip), and the fraction of EFA line rate a collective sustains.
+    # Latency of one collective step across instances over EFA (about 15 us per hop, the Neuron
+    # runtime's inter-node page, docs/hardware-sources.md C5), and the fraction of EFA line rate a
+    # collective sustains.
     efa_step_latency_s: float = 15e-6
     efa_efficiency: float = 0.8
     # Fraction of NeuronLink bandwidth a ring collective sustains (nccom-test shows busbw far below

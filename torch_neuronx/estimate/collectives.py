@@ -7,12 +7,17 @@ instance, local rank i on logical core i):
                 trn2) or through NeuronSwitch (trn3), at the per-chip NeuronLink bandwidth shared
                 by the group's ranks on each chip;
 - "efa":        several instances: a ring whose slowest hop is EFA, shared by the ranks of an instance.
-Ring algorithms (NCCL's busbw conventions, as nccom-test reports them, docs/hardware-sources.md C3):
-all_reduce 2(n-1) steps moving 2(n-1)/n of the bytes per rank; all_gather / reduce_scatter and
-all_to_all n-1 steps moving (n-1)/n of the full size; broadcast / reduce a pipelined ring moving
-the bytes once; send/recv one step. time = collective_launch_s + steps x step latency +
-bytes moved / bandwidth. Ignored: contention with compute DMA, CC-core scheduling, tree or
-hierarchical algorithms the Neuron runtime may pick for small messages.
+Bytes moved per rank follow the ring (NCCL's busbw conventions, as nccom-test reports them,
+docs/hardware-sources.md C3): all_reduce 2(n-1)/n of the bytes; all_gather / reduce_scatter and
+all_to_all (n-1)/n of the full size; broadcast / reduce the bytes once; send/recv one step.
+Steps: inside an instance the Neuron runtime picks the algorithm by size (neuron_hardware.
+collectives, docs/hardware-sources.md C5): an all_gather / reduce_scatter below 1 MB runs Mesh
+(2 steps), from 1 to 56 MB RDH (an intra-chip step + log2(chips) steps), above that a ring (n-1
+steps); an all_reduce is a reduce_scatter and an all_gather (twice the steps). All three move the
+ring's bytes (Mesh's link over-subscription is ignored: it runs only where latency dominates).
+Across instances (EFA) and for the other kinds: a ring. time = collective_launch_s + steps x step
+latency + bytes moved / bandwidth. Ignored: contention with compute DMA, CC-core scheduling,
+KangaRing's fewer HBM touches, the hierarchical split of groups spanning instances.
 """
 from __future__ import annotations
 
@@ -75,6 +80,28 @@ def _steps_and_traffic(kind: str, n: int, nbytes: int) -> tuple[int, float]:
     raise ValueError(f"collective kind {kind!r} is not modelled; use one of: {', '.join(KINDS)}")
 
 
+_STAGED = ("all_reduce", "all_gather", "reduce_scatter")
+
+
+def intra_instance_steps(kind: str, n: int, nbytes: int, chips: int, ring_steps: int) -> tuple[int, str]:
+    """(steps, algorithm) the Neuron runtime runs for `kind` over `n` ranks on `chips` chips of one
+    instance (neuron_hardware.collectives): Mesh, RDH or the ring by size, never more steps than
+    the ring."""
+    from neuron_hardware import collectives as cc
+
+    if kind not in _STAGED or n <= 1:
+        return ring_steps, "ring"
+    phases = 2 if kind == "all_reduce" else 1     # reduce_scatter + all_gather
+    if nbytes < cc.MESH_MAX_BYTES:
+        steps, name = phases * (cc.MESH_STEPS if chips > 1 else 1), "mesh"
+    elif nbytes < cc.RDH_MAX_BYTES:
+        local = 1 if n > chips else 0                # the intra-chip stage
+        steps, name = phases * (local + math.ceil(math.log2(chips)) if chips > 1 else phases), "recursive doubling-halving"
+    else:
+        return ring_steps, "ring"
+    return (steps, name) if steps < ring_steps else (ring_steps, "ring")
+
+
 def collective_estimate(kind: str, nbytes: int, group_size: int, *, where: str | None = None,
                         ranks=None, hardware: Hardware | None = None, name: str | None = None
                         ) -> CollectiveEstimate:
@@ -97,12 +124,14 @@ def collective_estimate(kind: str, nbytes: int, group_size: int, *, where: str |
     elif where == "chip":
         # each step reads and writes HBM of the chip (docs/hardware-sources.md C1 HBM/chip); ranks share the chip
         bw = hw.chip.hbm_bytes_per_s * a.hbm_efficiency / (2 * min(group_size, hw.logical_cores_per_chip))
-        lat, algo = a.same_chip_step_latency_s, "ring through HBM (same chip)"
+        steps, name = intra_instance_steps(kind, group_size, int(nbytes), 1, steps)
+        lat, algo = a.same_chip_step_latency_s, f"{name} through HBM (same chip)"
     elif where == "neuronlink":
         sharing = min(group_size, hw.logical_cores_per_chip)
         bw = inst.neuronlink_bytes_per_s * a.neuronlink_efficiency / sharing
         topo = "NeuronSwitch" if inst.topology == "switch" else "NeuronLink 2D torus"
-        lat, algo = a.neuronlink_step_latency_s, f"ring over {topo}"
+        steps, name = intra_instance_steps(kind, group_size, int(nbytes), -(-group_size // sharing), steps)
+        lat, algo = a.neuronlink_step_latency_s, f"{name} over {topo}"
     elif where == "efa":
         if inst.efa_bytes_per_s <= 0:
             raise ValueError(f"{inst.name} has no EFA figure; choose a multi-instance type such as trn2.48xlarge")

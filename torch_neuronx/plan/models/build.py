@@ -45,10 +45,13 @@ def replicated_kv_config(config, tp: int):
     return built
 
 
-def build_causal_lm(config, dtype: torch.dtype, tp: int = 1, fsdp: int = 1, dp: int = 1, ep: int = 1):
+def build_causal_lm(config, dtype: torch.dtype, tp: int = 1, fsdp: int = 1, dp: int = 1, ep: int = 1,
+                    sequence_parallel: bool = False):
     """The model on neuron:0: this rank's shard of DistributedConfig(tp_size, fsdp_size,
     dp_replicate_size, ep_size) when tp x fsdp x dp > 1 (the process group must have that many
-    ranks); KV heads replicated when TP exceeds them (replicated_kv_config)."""
+    ranks); KV heads replicated when TP exceeds them (replicated_kv_config). `sequence_parallel`
+    (TP alone): re-parallelized with sequence parallelism and a vocabulary-parallel loss
+    (sequence_parallel.py)."""
     config = replicated_kv_config(config, tp)
     cls = causal_lm_class(config)
     kwargs = {}
@@ -62,7 +65,15 @@ def build_causal_lm(config, dtype: torch.dtype, tp: int = 1, fsdp: int = 1, dp: 
         kwargs["device_map"] = "neuron:0"
     torch.neuron.set_device(0)
     with _quiet_loading():
-        return cls.from_pretrained(None, config=config, state_dict={}, dtype=dtype, **kwargs)
+        model = cls.from_pretrained(None, config=config, state_dict={}, dtype=dtype, **kwargs)
+    if sequence_parallel:
+        from . import sequence_parallel as sp
+
+        if tp < 2 or fsdp * dp * ep > 1:
+            raise ValueError(f"sequence parallelism is planned over a TP group alone (tp > 1), got tp={tp}, "
+                             f"fsdp={fsdp}, dp={dp}, ep={ep}")
+        sp.apply(model)
+    return model
 
 
 def local_bytes(tensors) -> int:

@@ -78,6 +78,9 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
                    help="default: micro-batch x FSDP x DP (x 2 x PP x chunks micro-batches with --pp)")
     p.add_argument("--seq-len", type=int, default=2048)
     p.add_argument("--gradient-checkpointing", action="store_true")
+    p.add_argument("--sequence-parallel", action=argparse.BooleanOptionalAction, default=True,
+                   help="with --tp: norms and residuals on 1/TP of the sequence and a vocabulary-parallel loss, "
+                        "as NxD Training runs TP (default on)")
 
 
 def plan_settings(instance: str, lnc: int | None, real: bool, json_out: str | None) -> dict:
@@ -238,7 +241,7 @@ def run_train(args) -> int:
             report = plan_train(config, layout, micro_batch=args.micro_batch, global_batch=args.global_batch,
                                 seq_len=args.seq_len, dtype=getattr(torch, args.dtype),
                                 gradient_checkpointing=args.gradient_checkpointing, dry_run=not args.real,
-                                zero1=args.zero1)
+                                zero1=args.zero1, sequence_parallel=args.sequence_parallel)
         except (LayoutError, ValueError) as err:
             _fail(prog, str(err))
         report["mode"] = "eager"   # plan train runs the model's ops one by one
@@ -250,6 +253,9 @@ def run_train(args) -> int:
         pipe = report["pipeline"]
         rows.append(("pipeline", f"{pipe['schedule']}, {pipe['stages']} stages x {pipe['chunks_per_stage']} chunks, "
                                  f"{pipe['microbatches']} micro-batches, bubble {pipe['bubble_fraction']:.1%}"))
+    if report.get("sequence_parallel") or report.get("sequence_parallel_note"):
+        rows.append(("sequence parallelism", "on (norms and residuals on 1/TP of the sequence, vocabulary-parallel "
+                     "loss)" if report["sequence_parallel"] else report["sequence_parallel_note"]))
     if report.get("kv_head_copies", 1) > 1:
         rows.append(("KV heads", f"replicated x{report['kv_head_copies']} ({report['kv_heads_per_rank']} per TP rank)"))
     return _finish(report, args, "train", rows, collected)

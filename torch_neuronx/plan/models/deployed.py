@@ -26,6 +26,7 @@ checks the extrapolation against a full-depth plan.
 from __future__ import annotations
 
 import copy
+import gc
 
 import torch
 
@@ -225,8 +226,15 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
     full = None
     if len(probes) == 2:   # first, in a process that holds nothing else yet
         full = _held_at_depth(config, layout, dtype, {tkg_batch}, max_len)   # the deployment's one cache
-    results = [_probe(_with_depth(config, d), layout, dtype, cte_batch, bucket, tkg_batch, max_len, input_tokens)
-               for d in probes]
+    results = []
+    for d in probes:
+        # the model freed before (full depth, the shallower probe) is cyclic garbage until the
+        # collector runs; collected during the next compile, its modules leave the dry run's
+        # weak registries between Dynamo's trace and the call, and the compiled code, which finds
+        # modules there by index, fails (IndexError or KeyError): collect it first
+        gc.collect()
+        results.append(_probe(_with_depth(config, d), layout, dtype, cte_batch, bucket, tkg_batch, max_len,
+                              input_tokens))
     if full is not None:
         results.append(full)
     ooms = [r["base"]["oom"] for r in results if r["base"]["oom"]]

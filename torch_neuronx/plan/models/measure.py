@@ -87,6 +87,14 @@ class Region:
                 out[e.category] = out.get(e.category, 0) + e.flops
         return out
 
+    def bytes_by_category(self, start: int = 0, end: int | None = None) -> dict[str, int]:
+        """HBM bytes per category this core's ops read and wrote (collectives: the bytes they move)."""
+        out: dict[str, int] = {}
+        for e in self.est.events[start:end]:
+            if e.bytes:
+                out[e.category] = out.get(e.category, 0) + e.bytes
+        return out
+
     def by_category(self, start: int = 0, end: int | None = None) -> dict[str, float]:
         out: dict[str, float] = {}
         for e in self.est.events[start:end]:

@@ -51,6 +51,9 @@ class _Plan:
         out = [self.COMMAND]
         for f in fields(self):
             value, flag = getattr(self, f.name), "--" + f.name.replace("_", "-")
+            if value is False and f.default is True:   # an on-by-default switch turned off
+                out.append("--no-" + f.name.replace("_", "-"))
+                continue
             if value is None or value is False:
                 continue
             if value is True:
@@ -82,6 +85,7 @@ class TrainOptions(_Plan):
     global_batch: int | None
     seq_len: int
     gradient_checkpointing: bool
+    sequence_parallel: bool = True   # with TP, as NxD Training runs it (cli.py: --no-sequence-parallel)
 
     COMMAND = "train"
 

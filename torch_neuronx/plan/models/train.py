@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from . import pipeline
+from . import sequence_parallel as seq_parallel
 from .. import progress
 from .build import build_causal_lm, local_bytes
 from .layout import Layout, check_batch, check_model
@@ -113,6 +114,30 @@ def _record_zero1_collectives(layout, nbytes: int) -> None:
         deliver(kind, nbytes, layout.dp, ranks=ranks, name=f"zero1.{kind}", device=0)
 
 
+def _record_dp_all_reduce(layout, nbytes: int) -> None:
+    """The DP gradient all-reduce of one optimizer step of a TP x DP layout: gradient accumulation
+    keeps the micro-steps' gradients local and the replicas all-reduce them once, before the
+    optimizer (NxD Training; DDP's no_sync), over the DP group of rank 0 (ranks 0, TP, 2 TP, ...)."""
+    from ...estimate.collectives import deliver
+
+    ranks = tuple(k * layout.tp for k in range(layout.dp))
+    deliver("all_reduce", nbytes, layout.dp, ranks=ranks, name="dp.all_reduce", device=0)
+
+
+def sequence_parallel_note(layout: Layout, config, requested: bool) -> str | None:
+    """Why sequence parallelism is off for this layout (None: it is on)."""
+    if not requested:
+        return "off (--no-sequence-parallel)"
+    if layout.tp < 2:
+        return "off: no tensor parallelism (--tp 1)"
+    if layout.fsdp > 1 or layout.ep > 1:
+        return "off: planned with TP x DP, ZeRO-1 and PP only (not with --fsdp or --ep)"
+    text = config.get_text_config()
+    if getattr(text, "num_local_experts", None) or getattr(text, "num_experts", None):
+        return "off: a mixture-of-experts model"
+    return None
+
+
 def zero1_check(tp: int, fsdp: int) -> None:
     """ZeRO-1 shards the optimizer state over DP replicas; FSDP already shards it."""
     if fsdp > 1:
@@ -138,10 +163,13 @@ def _zero1_state_by_rank(optimizer) -> list[int]:
 
 def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: int | None = None,
                seq_len: int = 128, dtype: torch.dtype = torch.bfloat16, gradient_checkpointing: bool = False,
-               dry_run: bool = False, zero1: bool = False) -> dict:
+               dry_run: bool = False, zero1: bool = False, sequence_parallel: bool = True) -> dict:
     """Plan one optimizer step of `layout` (rank 0 stands for every rank of its stage).
     `zero1`: the optimizer state is sharded over the DP replicas. With `layout.pp` > 1 the last
-    pipeline stage runs (pipeline.py) and the schedule adds the bubble and the stage transfers."""
+    pipeline stage runs (pipeline.py) and the schedule adds the bubble and the stage transfers.
+    `sequence_parallel` (default on with TP, as NxD Training runs TP): norms and residuals on
+    1/TP of the sequence, a vocabulary-parallel loss (sequence_parallel.py); off for layouts it is
+    not planned with (the report's `sequence_parallel_note` says why)."""
     check_model(layout, config)
     global_batch, accum = check_batch(layout, micro_batch, global_batch)
     if seq_len < 1:
@@ -150,9 +178,13 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
         zero1_check(layout.tp, layout.fsdp)
     plain_zero1 = zero1 and layout.tp == 1 and layout.pp == 1   # torch's ZeroRedundancyOptimizer
     stage = pipeline.stage_config(config, layout)
-    # the ranks whose collectives this program runs: a pipeline stage (PP outermost), or with
-    # TP x ZeRO-1 the TP group (the DP collectives of ZeRO-1 are costed for the DP group below)
-    world = layout.tp if (zero1 and not plain_zero1) else layout.world_size // layout.pp
+    # TP x DP without FSDP: the program runs over the TP group and the DP collectives (ZeRO-1's
+    # reduce-scatter + all-gather, or the gradient all-reduce) are costed once per optimizer step
+    tp_dp = not plain_zero1 and layout.tp > 1 and layout.fsdp == 1 and layout.ep == 1
+    sp_note = sequence_parallel_note(layout, config, sequence_parallel)
+    sp = sp_note is None and (zero1 or tp_dp)
+    # the ranks whose collectives this program runs: a pipeline stage (PP outermost), or the TP group
+    world = layout.tp if (zero1 and not plain_zero1) or tp_dp else layout.world_size // layout.pp
     model = optimizer = None
     with fake_world(world):
         region = Region(layout, "train")
@@ -162,8 +194,10 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
                 # plain data parallelism: full replicas; gradients all-reduced after backward
                 # (the bytes DDP's buckets all-reduce; DDP itself needs a real group's futures)
                 model = build_causal_lm(stage, dtype)
-            elif zero1:
-                model = build_causal_lm(stage, dtype, tp=layout.tp)
+            elif zero1 or tp_dp:
+                model = build_causal_lm(stage, dtype, tp=layout.tp, sequence_parallel=sp)
+                if sp and not getattr(model, "_sequence_parallel", False):
+                    sp, sp_note = False, "off: not a Llama-style decoder (q/k/v/o, gate/up/down, two norms per layer)"
             else:
                 model = build_causal_lm(stage, dtype, tp=layout.tp, fsdp=layout.fsdp, dp=layout.dp, ep=layout.ep)
             model.train()
@@ -181,15 +215,18 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
 
             def step(timed: bool):
                 before = torch.neuron.memory_allocated(0)
-                loss = model(input_ids=ids, labels=ids).loss / accum
-                if timed:   # one micro-batch's activations held for its backward (pipeline memory)
-                    held["activations"] = torch.neuron.memory_allocated(0) - before
-                loss.backward()
+                with seq_parallel.loss_context(model):
+                    loss = model(input_ids=ids, labels=ids).loss / accum
+                    if timed:   # one micro-batch's activations held for its backward (pipeline memory)
+                        held["activations"] = torch.neuron.memory_allocated(0) - before
+                    loss.backward()
                 if plain_zero1 and layout.dp > 1:
                     _all_reduce_gradients(model)
                 region.mark("backward_end")
                 if zero1 and not plain_zero1 and layout.dp > 1:
                     _record_zero1_collectives(layout, optimizer.local_bytes()[1])
+                elif tp_dp and layout.dp > 1:
+                    _record_dp_all_reduce(layout, local_bytes(p.grad for p in model.parameters()))
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
 
@@ -205,6 +242,7 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
             report["parameters"] = _full_parameter_count(config, layout)
         report.update({"micro_batch": micro_batch, "global_batch": global_batch, "grad_accum_steps": accum,
                        "seq_len": seq_len, "gradient_checkpointing": gradient_checkpointing, "zero1": zero1,
+                       "sequence_parallel": sp, "sequence_parallel_note": sp_note,
                        "micro_steps_run": 2, "step_time_s": None, "tokens_per_s": None,
                        "sequences_per_s": None, "mfu": None, "flops_per_core": None, "flops_per_token": None})
         if region.oom is None:
@@ -233,11 +271,28 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
             report.update({
                 "micro_step_s": micro_s, "optimizer_step_s": optim_s,
                 "flops_by_category_per_micro_step": region.flops_by_category(s, b),
+                "bytes_by_category_per_micro_step": region.bytes_by_category(s, b),
+                "vector_bytes_by_module_per_micro_step": _vector_bytes_by_module(region.est.events[s:b]),
                 "time_breakdown_s": region.by_category(s, e),
                 "collectives": region.collectives(s, e),
             })
         del model, optimizer
     return report
+
+
+def _vector_bytes_by_module(events) -> dict[str, int]:
+    """HBM bytes of the Vector/Scalar-engine ops (elementwise, reductions) per kind of innermost
+    module (its last path component, layer numbers dropped: "input_layernorm", "mlp", "layers" for
+    the residual adds of a decoder layer), so a report shows where the norms' and residuals' work goes."""
+    import re
+
+    out: dict[str, int] = {}
+    for e in events:
+        if e.category in ("elementwise", "reduction") and e.bytes:
+            inner = max(e.modules, key=lambda n: (n.count("."), len(n))) if e.modules else "Global"
+            kind = re.sub(r"\.\d+", "", inner).rsplit(".", 1)[-1]
+            out[kind] = out.get(kind, 0) + e.bytes
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
 def _full_parameter_count(config, layout) -> int:
