@@ -229,9 +229,8 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
     results = []
     for d in probes:
         # the model freed before (full depth, the shallower probe) is cyclic garbage until the
-        # collector runs; collected during the next compile, its modules leave the dry run's
-        # weak registries between Dynamo's trace and the call, and the compiled code, which finds
-        # modules there by index, fails (IndexError or KeyError): collect it first
+        # collector runs: collect it first, so the probe starts from what it holds and its step's
+        # transient bytes are not understated by garbage freed while the step runs
         gc.collect()
         results.append(_probe(_with_depth(config, d), layout, dtype, cte_batch, bucket, tkg_batch, max_len,
                               input_tokens))
