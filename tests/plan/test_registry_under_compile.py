@@ -7,10 +7,11 @@ probe's model, freed by the collector) would break the guards with an IndexError
 import torch
 
 from torch_neuronx.plan.memory import _Registry
+from torch_neuronx.plan.steps import StepClock
 
 
 def test_a_module_collected_while_a_graph_compiles_leaves_its_guards_intact():
-    registry = _Registry()
+    registry = _Registry(StepClock(None))
     registry.install()
     try:
         model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
@@ -30,7 +31,7 @@ def test_a_module_collected_while_a_graph_compiles_leaves_its_guards_intact():
 
 def test_an_eager_forward_still_registers_a_module_built_before_the_dry_run():
     model = torch.nn.Linear(4, 4)               # built before the registry existed
-    registry = _Registry()
+    registry = _Registry(StepClock(None))
     registry.install()
     try:
         model(torch.randn(2, 4))

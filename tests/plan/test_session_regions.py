@@ -110,3 +110,35 @@ def test_model_level_report_notes_agree_and_the_dry_run_holds_every_collective(t
     # the launch overlap the session's stream carries over from the warm-up step
     ends = dry["distributed"]["step_ends_s"]
     assert len(ends) == 2 and ends[1] - ends[0] == pytest.approx(report["step_time_s"], rel=0.02)
+
+
+def test_the_step_clock_counts_an_optimizer_inside_another_and_grouped_optimizers_once():
+    import torch
+
+    from torch_neuronx.plan.steps import StepClock
+
+    class _Est:
+        total_s = 0.0
+
+    class Wrapper(torch.optim.Optimizer):   # steps an inner optimizer inside its own step, as ZeRO does
+        def __init__(self, params):
+            self.inner = torch.optim.SGD(params, lr=0.1)
+            super().__init__(self.inner.param_groups, {})
+
+        def step(self, closure=None):
+            self.inner.step()
+
+    w = torch.nn.Parameter(torch.ones(2))
+    w.grad = torch.ones(2)
+    clock = StepClock(_Est())
+    clock.start()
+    try:
+        Wrapper([w]).step()
+        assert clock.done == 1
+        a, b = torch.optim.SGD([w], lr=0.1), torch.optim.SGD([w], lr=0.1)
+        with clock.one_step():
+            a.step()
+            b.step()
+        assert clock.done == 2 and len(clock.ends_s) == 2 and clock.in_optimizer == 0
+    finally:
+        clock.stop()

@@ -6,6 +6,7 @@ number, and the distributed section's step ends all read this one clock instead 
 """
 from __future__ import annotations
 
+import contextlib
 import weakref
 
 
@@ -39,6 +40,22 @@ class StepClock:
 
     def _after(self, _opt, _args, _kwargs) -> None:
         self.in_optimizer = max(0, self.in_optimizer - 1)
+        if self.in_optimizer == 0:   # an optimizer stepping inside another (ZeRO's inner AdamW) is one step
+            self._end_step()
+
+    @contextlib.contextmanager
+    def one_step(self):
+        """The steps of several optimizers inside count as one optimizer step (a model whose
+        parameters need one AdamW per kind steps them all in one step of training)."""
+        self.in_optimizer += 1
+        try:
+            yield
+        finally:
+            self.in_optimizer = max(0, self.in_optimizer - 1)
+            if self.in_optimizer == 0:
+                self._end_step()
+
+    def _end_step(self) -> None:
         self.done += 1
         self.ends_s.append(self.estimate.total_s)
         for listener in list(self.listeners):

@@ -7,6 +7,7 @@ state + activations), is the one estimated. Gradient accumulation repeats the sa
 """
 from __future__ import annotations
 
+import contextlib
 import torch
 
 from . import pipeline
@@ -55,8 +56,12 @@ class _AdamWByKind:
         return {k: v for o in self.optimizers for k, v in o.state.items()}
 
     def step(self):
-        for o in self.optimizers:
-            o.step()
+        from ..session import active
+
+        run = active()   # the dry run's step clock counts the AdamWs' steps as one
+        with run.steps.one_step() if run is not None else contextlib.nullcontext():
+            for o in self.optimizers:
+                o.step()
 
     def zero_grad(self, set_to_none: bool = True):
         for o in self.optimizers:
