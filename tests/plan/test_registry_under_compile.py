@@ -6,7 +6,7 @@ probe's model, freed by the collector) would break the guards with an IndexError
 """
 import torch
 
-from torch_neuronx.plan.memory import _Registry
+from torch_neuronx.plan._memory import _Registry
 
 
 def test_a_module_collected_while_a_graph_compiles_leaves_its_guards_intact():

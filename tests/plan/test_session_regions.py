@@ -13,7 +13,7 @@ import torch
 
 import torch_neuronx
 from torch_neuronx import plan
-from torch_neuronx.estimate import mode as mode_mod
+from torch_neuronx.estimate import _mode as mode_mod
 from torch_neuronx.estimate import recorders
 
 
