@@ -1,5 +1,5 @@
 // Compiled graphs as host programs: the program Inductor generates for neuron is its CPU
-// program (torch_neuronx/compiler/host_program.py decides which), so it can run on host views of the
+// program (torch_neuronx/compiler/_host_program.py decides which), so it can run on host views of the
 // device memory from its first line to its last, instead of crossing the neuron/host bridge at
 // every extern kernel (aliases of each operand, device checks, op scopes, adopting each result).
 //

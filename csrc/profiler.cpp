@@ -16,7 +16,7 @@
 //    further neuron op inside it (the device kernels: `mm` under `matmul`),
 //    with its argument shapes, its host time and the Kineto correlation id of
 //    its CPU event. When the trace is processed, a Python estimator
-//    (torch_neuronx/profiling/device_track.py) turns the notes into estimated
+//    (torch_neuronx/profiling/_device_track.py) turns the notes into estimated
 //    Trainium durations; the session lays them out per (core, stream) in issue
 //    order and hands them to Kineto as device kernels linked to their CPU ops,
 //    which is how PyTorch fills the device-time columns of key_averages() and
@@ -248,7 +248,7 @@ py::object to_python(const ArgNote& note) {
 }
 
 py::object device_track() {
-  return py::module_::import("torch_neuronx.profiling.device_track");
+  return py::module_::import("torch_neuronx.profiling._device_track");
 }
 
 // An event of the device track: a noted op, or a compiled graph / collective
@@ -264,7 +264,7 @@ struct TrackEvent {
   py::dict meta;
 };
 
-// The estimated events, from torch_neuronx/profiling/device_track.py (which
+// The estimated events, from torch_neuronx/profiling/_device_track.py (which
 // imports the cost model on first use, so nothing is loaded until a trace with
 // the PrivateUse1 activity is processed). Runs with the GIL.
 std::vector<TrackEvent> estimate(const std::vector<OpNote>& notes) {

@@ -24,7 +24,7 @@ std::atomic<bool> g_used[kMaxDevices];
 
 // Native ids of the threads that ran neuron work, so that interpreter exit can
 // stop the daemon ones among them while Python is still alive (see
-// torch_neuronx/runtime/exit_guard.py).
+// torch_neuronx/runtime/_exit_guard.py).
 std::mutex g_threads_mutex;
 std::vector<int64_t> g_neuron_threads;
 

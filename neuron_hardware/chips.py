@@ -31,7 +31,7 @@ class ChipSpec:
     dma_bytes_per_s: float         # per chip
     # TensorEngine dense peak per *physical* core, FLOP/s, by dtype name
     tensor_flops: dict = field(default_factory=dict)
-    vector_tflops_fp32: float = 0.0   # per core, as published (reference only; see estimate/formulas.py)
+    vector_tflops_fp32: float = 0.0   # per core, as published (reference only; see estimate/_formulas.py)
     scalar_tflops_fp32: float = 0.0
     # engine clocks, GHz
     pe_ghz: float = 2.4

@@ -193,7 +193,7 @@ def test_no_new_package_cycle():
 
 
 @pytest.mark.parametrize("source, expected", [
-    ("import torch_neuronx.plan.report\n", "upward"),
+    ("import torch_neuronx.plan._report\n", "upward"),
     ("def f():\n    from torch_neuronx.tools import top\n", "upward"),
 ])
 def test_an_upward_import_is_caught(tmp_path, source, expected):

@@ -81,3 +81,73 @@ def test_a_missing_public_name_is_caught(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(AttributeError, match="absent"):
         exec("from probe_pkg import *", {})
+
+
+# Packages whose modules show public or internal by their name: a module without a leading
+# underscore is public, everything else is `_name.py` (as torch_neuronx/distributed/ does).
+NAMED_PACKAGES = [
+    "torch_neuronx/runtime", "torch_neuronx/compiler", "torch_neuronx/estimate",
+    "torch_neuronx/plan", "torch_neuronx/plan/models", "torch_neuronx/plan/distributed",
+    "torch_neuronx/profiling", "torch_neuronx/tools", "torch_neuronx/tools/api",
+]
+# Public modules the rule below does not see, each with why it is public. Keep it small.
+PUBLIC_BY_REASON: dict[str, str] = {}
+USER_FACING = ["README.md", "docs", "examples", "benchmarks", ".ci"]
+
+
+def user_facing_text() -> str:
+    parts = []
+    for name in USER_FACING:
+        path = ROOT / name
+        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in {".md", ".py", ".sh", ".yml", ".yaml"})
+        parts += [f.read_text(errors="replace") for f in files]
+    return "\n".join(parts)
+
+
+def why_public(module: str, text: str, scripts: str) -> str | None:
+    """Why `module` (dotted) is public, or None: named in its package's `__all__` or in README's row
+    of the package (or of the nearest package above with a row), run by users (`python -m`, a console
+    script), or imported by users by its documented path."""
+    package, name = module.rsplit(".", 1)
+    if name in getattr(importlib.import_module(package), "__all__", []):
+        return "__all__"
+    rows, owner = readme_rows(), package
+    while owner not in rows and "." in owner:
+        owner = owner.rsplit(".", 1)[0]
+    if owner in rows and f"`{name}`" in rows[owner]:
+        return "README row"
+    if re.search(rf"\b{re.escape(module)}[:\s]", scripts):
+        return "console script"
+    if re.search(rf"(?<![\w.]){re.escape(module)}(?![\w])", text):
+        return "documented path"
+    if re.search(rf"from {re.escape(package)} import (\(?[\w, ]*\b){re.escape(name)}\b", text):
+        return "documented import"
+    return PUBLIC_BY_REASON.get(module)
+
+
+def unnamed_modules() -> list[str]:
+    modules = []
+    for folder in NAMED_PACKAGES:
+        for path in sorted((ROOT / folder).glob("*.py")):
+            if not path.stem.startswith("_"):
+                modules.append(f"{folder.replace('/', '.')}.{path.stem}")
+    return modules
+
+
+def test_modules_without_underscore_are_public():
+    text, scripts = user_facing_text(), (ROOT / "pyproject.toml").read_text()
+    internal = [m for m in unnamed_modules() if why_public(m, text, scripts) is None]
+    assert not internal, (f"modules neither in `__all__`, README's 'What is public', a documented command nor "
+                          f"a documented import: {internal}; rename each to `_name.py` (or document it)")
+    stale = [m for m in PUBLIC_BY_REASON if m not in unnamed_modules()]
+    assert not stale, f"PUBLIC_BY_REASON names modules that are gone or renamed: {stale}"
+
+
+def test_an_undocumented_module_is_internal():
+    """The check itself: a module nobody documents is not public; a documented one is."""
+    text, scripts = user_facing_text(), (ROOT / "pyproject.toml").read_text()
+    assert why_public("torch_neuronx.estimate.no_such_helper", text, scripts) is None
+    assert why_public("torch_neuronx.estimate.calibrate", text, scripts) == "documented path"
+    assert why_public("torch_neuronx.tools.ls", text, scripts) == "console script"
+    assert why_public("torch_neuronx.estimate.hardware", text, scripts) == "__all__"
+    assert why_public("torch_neuronx.tools.api.registry", text, scripts) == "README row"

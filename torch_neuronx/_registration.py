@@ -58,13 +58,13 @@ def _register_device() -> None:
     # their worker threads from aborting the interpreter at exit.
     torch._C._set_multithreading_enabled(False)
     atexit.register(_C._drain_autograd_workers)
-    from .runtime import exit_guard
+    from .runtime import _exit_guard as exit_guard
 
     atexit.register(exit_guard.stop_neuron_daemon_threads)  # atexit is LIFO: runs before the drain
     from .neuron import sharing
 
     sharing.install()  # neuron tensors through torch.multiprocessing arrive as copies
-    from .compiler.default_backend import install as _route_default_compile
+    from .compiler._default_backend import install as _route_default_compile
 
     _route_default_compile()  # torch.compile(f) with no backend= on neuron inputs: backend "neuron"
     _install_compiler_hooks(neuron)  # what the device layer and the compiler reach above them through
@@ -107,7 +107,7 @@ def _register_distributed_hooks() -> None:
     if os.environ.get("TORCH_NEURONX_DRY_RUN"):  # imports the planner only when asked for
         from .plan.distributed import install_if_dry_run
 
-        install_if_dry_run()  # init_process_group rendezvouses with no peer (plan/distributed/rendezvous.py)
+        install_if_dry_run()  # init_process_group rendezvouses with no peer (plan/distributed/_rendezvous.py)
 
 
 def _dry_run_group(store, rank: int, size: int, timeout):
@@ -121,7 +121,7 @@ def _dry_run_group(store, rank: int, size: int, timeout):
 
 def _cost_collectives(cls: type) -> None:
     """Each collective of the group class `cls` on neuron tensors is costed inside torch_neuronx.estimate()."""
-    from .estimate.collectives import observe_process_group
+    from .estimate._collectives import observe_process_group
 
     observe_process_group(cls)
 
@@ -138,8 +138,8 @@ def _install_compiler_hooks(neuron) -> None:
 
 def _observe_compiled_graph(gm, compiled, name: str):
     """Each call of a compiled graph counts in neuron-top's graph counts and, inside
-    torch_neuronx.estimate(), as one fused program (torch_neuronx/estimate/graphs.py)."""
-    from .estimate.graphs import observe
+    torch_neuronx.estimate(), as one fused program (torch_neuronx/estimate/_graphs.py)."""
+    from .estimate._graphs import observe
 
     return observe(gm, compiled, name)
 

@@ -1,6 +1,6 @@
 """The user's line behind a device event: the innermost Python frame outside torch and torch_neuronx.
 
-Numerics reports (numerics/report.py) and the dry run's host-sync and error sites (plan/syncs.py)
+Numerics reports (numerics/report.py) and the dry run's host-sync and error sites (plan/_syncs.py)
 name this line, so a user sees their own code, not the library frames that reached the op.
 """
 from __future__ import annotations

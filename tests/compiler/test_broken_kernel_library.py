@@ -1,5 +1,5 @@
 """A kernel library left empty or truncated in the compile cache by a killed build is removed and
-rebuilt by the next compile that needs it (torch_neuronx/compiler/kernel_libraries.py). CI met this:
+rebuilt by the next compile that needs it (torch_neuronx/compiler/_kernel_libraries.py). CI met this:
 a 0-byte `<key>.main.so` failed every later compile of that kernel with "file too short"."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from tests.reliability._compile_child import tiny_graph, tiny_input
-from torch_neuronx.compiler import kernel_libraries
+from torch_neuronx.compiler import _kernel_libraries as kernel_libraries
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

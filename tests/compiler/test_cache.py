@@ -12,7 +12,7 @@ import torch
 import torch_neuronx
 from tests.compiler.conftest import elementwise, neuron_randn
 from tests.conftest import run_python
-from torch_neuronx.compiler import cache, options, version
+from torch_neuronx.compiler import _cache as cache, _options as options, _version as version
 
 
 def _compile_and_check(shape=(2, 8)):

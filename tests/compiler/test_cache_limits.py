@@ -10,7 +10,7 @@ import torch
 
 import torch_neuronx
 from tests.compiler.conftest import elementwise, neuron_randn
-from torch_neuronx.compiler import cache, options
+from torch_neuronx.compiler import _cache as cache, _options as options
 
 
 def _compile(shape):

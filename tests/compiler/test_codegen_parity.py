@@ -32,7 +32,7 @@ HOST_PROGRAM_LINES = ("empty_strided_neuron = __import__('torch_neuronx')._C._em
 
 def _program(code: str) -> list[str]:
     """The call sequence of a generated wrapper, with allocations normalised and the host-program
-    footer (compiler/host_program.py: which allocation function and which `call`) left out."""
+    footer (compiler/_host_program.py: which allocation function and which `call`) left out."""
     body = code[code.index("def call("):code.index("def benchmark_compiled_module")]
     body = "\n".join(line for line in body.splitlines() if not line.startswith(HOST_PROGRAM_LINES))
     body = re.sub(r"empty_strided_(cpu|neuron)\((.*?), torch\.(\w+)(, \d+)?\)", r"ALLOC(\2, \3)", body)

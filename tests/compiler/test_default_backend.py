@@ -10,7 +10,7 @@ import torch
 
 import torch_neuronx
 from tests.compiler.conftest import elementwise, neuron_randn
-from torch_neuronx.compiler import default_backend
+from torch_neuronx.compiler import _default_backend as default_backend
 
 ENV = "TORCH_NEURONX_DEFAULT_COMPILE_BACKEND"
 

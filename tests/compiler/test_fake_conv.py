@@ -1,4 +1,4 @@
-"""Traced convolution layouts on neuron equal the eager ones (compiler/fake_conv.py).
+"""Traced convolution layouts on neuron equal the eager ones (compiler/_fake_conv.py).
 
 Eager neuron convolution runs the CPU kernel, so channels_last inputs give channels_last outputs. The fake
 (traced) conv must predict the same strides, or Inductor's generated `assert_size_stride` fails on the real

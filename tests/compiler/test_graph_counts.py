@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from torch_neuronx.estimate.graphs import observe   # what the neuron backend returns for every graph
+from torch_neuronx.estimate._graphs import observe   # what the neuron backend returns for every graph
 from torch_neuronx.tools.api import registry
 
 

@@ -12,7 +12,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from torch_neuronx import numerics
-from torch_neuronx.compiler import cache, hooks, host_program
+from torch_neuronx.compiler import _cache as cache, hooks, _host_program as host_program
 
 from .conftest import elementwise, neuron_randn
 

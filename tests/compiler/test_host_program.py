@@ -1,4 +1,4 @@
-"""Compiled graphs as host programs (torch_neuronx/compiler/host_program.py, csrc/host_program.cpp):
+"""Compiled graphs as host programs (torch_neuronx/compiler/_host_program.py, csrc/host_program.cpp):
 the program runs on host views of its core's memory, its results are neuron tensors over the same
 bytes, device memory is counted as before, and graphs that cannot run that way keep the neuron
 program."""
@@ -9,7 +9,7 @@ import torch
 from torch._inductor.utils import run_and_get_code
 
 from torch_neuronx import _C
-from torch_neuronx.compiler import host_program
+from torch_neuronx.compiler import _host_program as host_program
 
 FOOTER = "_C._host_program(call, "
 BLOCK = 256   # the allocator's smallest block: what each small tensor below holds

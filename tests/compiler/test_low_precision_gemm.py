@@ -1,5 +1,5 @@
 """bf16/fp16 GEMMs of compiled neuron graphs under TORCH_NEURONX_HOST_LOW_PRECISION_GEMM
-(torch_neuronx/compiler/low_precision_gemm.py).
+(torch_neuronx/compiler/_low_precision_gemm.py).
 
 ``fp32``: Inductor's extern GEMMs take fp32 buffers (the conversions are C++ kernels) and the
 results equal fp32 GEMMs of the upcast operands rounded once, bitwise, forward and backward.

@@ -9,7 +9,7 @@ import torch
 import torch_neuronx
 from tests.compiler.conftest import elementwise, neuron_randn
 from torch_neuronx import compiler
-from torch_neuronx.compiler import options
+from torch_neuronx.compiler import _options as options
 from torch_neuronx.neuron_dynamo_backend import (
     NEFFCompilationError,
     get_dynamo_metrics,
@@ -25,7 +25,7 @@ def test_helpers_are_the_compiler_objects():
     assert neuron_backend is compiler.neuron_backend
     assert get_dynamo_metrics is torch_neuronx.get_dynamo_metrics is compiler.get_dynamo_metrics
     assert reset_dynamo_metrics is torch_neuronx.reset_dynamo_metrics
-    assert NEFFCompilationError is __import__("torch_neuronx.compiler.backend").compiler.backend.NeuronCompileError
+    assert NEFFCompilationError is __import__("torch_neuronx.compiler._backend").compiler._backend.NeuronCompileError
     assert torch_neuronx.neuron_dynamo_backend.neuron_backend is neuron_backend
 
 

@@ -49,7 +49,7 @@ def test_first_compile_registers_device_interface_and_inductor_backend():
 
 
 def test_cpu_alike_list_is_pinned_to_this_torch():
-    from torch_neuronx.compiler import cpu_alike
+    from torch_neuronx.compiler import _cpu_alike as cpu_alike
 
     counts = cpu_alike.apply()
     assert set(counts) == {f"{m}.{n}" for m, names in cpu_alike.TARGETS.items() for n in names}
@@ -74,7 +74,7 @@ def test_plain_inductor_compile_first_registers_neuron():
         x = torch.arange(12.0, device="neuron").reshape(3, 4)
         y = torch.compile(lambda t: (t.sin() * 2).sum(-1))(x)
         assert y.device.type == "neuron" and torch.equal(y.cpu(), (x.cpu().sin() * 2).sum(-1)), y
-        from torch_neuronx.compiler.registration import is_registered
+        from torch_neuronx.compiler._registration import is_registered
         print("REGISTERED", is_registered(), type(custom_backend_passes["neuron"]).__name__)
         print("NEURON GRAPHS", __import__("torch_neuronx").get_dynamo_metrics()["graphs_compiled"])
     """, env={"TORCH_NEURONX_DEFAULT_COMPILE_BACKEND": "0"})

@@ -31,7 +31,7 @@ def test_dynamic_true_is_refused_clearly():
 
 
 def test_other_modes_warn_once_per_process_and_proceed(monkeypatch):
-    from torch_neuronx.compiler import options
+    from torch_neuronx.compiler import _options as options
 
     monkeypatch.setattr(options, "_warned_modes", set())
     compiled = torch.compile(elementwise, backend="neuron", mode="max-autotune")

@@ -19,8 +19,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def _patch_entry_points():
-    from torch_neuronx.compiler import cache, cpu_alike, fake_conv, registration, rng_hops, vec_isa
-    from torch_neuronx.compiler.options import resolve
+    from torch_neuronx.compiler import _cache as cache, _cpu_alike as cpu_alike, _fake_conv as fake_conv, _registration as registration, _rng_hops as rng_hops, _vec_isa as vec_isa
+    from torch_neuronx.compiler._options import resolve
     from torch_neuronx.distributed import _dynamo_skip, _monitored_barrier
     from torch_neuronx.numerics.dispatch_mode import NumericsMode
 
@@ -29,12 +29,12 @@ def _patch_entry_points():
             pass
 
     return {
-        "torch_neuronx.compiler.cpu_alike.apply": cpu_alike.apply,
-        "torch_neuronx.compiler.fake_conv.install": fake_conv.install,
-        "torch_neuronx.compiler.rng_hops.register": rng_hops.register,
-        "torch_neuronx.compiler.vec_isa.install": vec_isa.install,
-        "torch_neuronx.compiler.registration._make_wrapper_codegen": registration._make_wrapper_codegen,
-        "torch_neuronx.compiler.cache.disk_session": disk_session,
+        "torch_neuronx.compiler._cpu_alike.apply": cpu_alike.apply,
+        "torch_neuronx.compiler._fake_conv.install": fake_conv.install,
+        "torch_neuronx.compiler._rng_hops.register": rng_hops.register,
+        "torch_neuronx.compiler._vec_isa.install": vec_isa.install,
+        "torch_neuronx.compiler._registration._make_wrapper_codegen": registration._make_wrapper_codegen,
+        "torch_neuronx.compiler._cache.disk_session": disk_session,
         "torch_neuronx.distributed._dynamo_skip.install": _dynamo_skip.install,
         "torch_neuronx.distributed._monitored_barrier": lambda: _monitored_barrier._neuron_monitored_barrier(
             None, None, False),

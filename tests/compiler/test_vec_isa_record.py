@@ -38,7 +38,7 @@ def _run(cache_dir):
 
 def _markers(cache_dir):
     """The load markers: ours on torch 2.13, Inductor's own (`.load_ok`) from 2.14 on."""
-    from torch_neuronx.compiler.vec_isa import marker_glob
+    from torch_neuronx.compiler._vec_isa import marker_glob
 
     return glob.glob(os.path.join(str(cache_dir), "**", marker_glob()), recursive=True)
 
@@ -71,7 +71,7 @@ def test_probes_once_then_hits_and_distrusts_a_damaged_or_stale_marker(primed):
     assert second["isa"] == first["isa"]  # the same ISA is chosen
     assert second["hits_disk"] == 1 and second["misses"] == 0 and second["diff"] < 1e-6
 
-    from torch_neuronx.compiler.vec_isa import INDUCTOR_MARKS_LOADS
+    from torch_neuronx.compiler._vec_isa import INDUCTOR_MARKS_LOADS
     from torch_neuronx._torch_versions import minor
 
     if INDUCTOR_MARKS_LOADS[minor()]:

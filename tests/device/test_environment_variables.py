@@ -1,4 +1,4 @@
-"""Every TorchNeuron and Neuron runtime variable is recognised (torch_neuronx/runtime/variables.py):
+"""Every TorchNeuron and Neuron runtime variable is recognised (torch_neuronx/runtime/_variables.py):
 implemented ones act, "no effect" ones get one notice, unknown TORCH_NEURONX_* / NEURON_RT_* names one
 warning naming the closest known variable."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import tempfile
 import pytest
 
 from tests.conftest import run_python
-from torch_neuronx.runtime import log, variables
+from torch_neuronx.runtime import _log as log, _variables as variables
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 THIS_FILE = os.path.abspath(__file__)
@@ -88,7 +88,7 @@ def test_check_runs_at_start_once():
     result = run_python("""
         import torch
         torch.ones(1, device="neuron")
-        from torch_neuronx.runtime import variables
+        from torch_neuronx.runtime import _variables as variables
         variables.check()  # a second call in the same process says nothing
         print("OK")
     """, env={"TORCH_NEURONX_NUMERICZ": "check", "NEURON_CC_FLAGS": "-O1"}, unset=CLEAN)
@@ -148,7 +148,7 @@ def test_package_log_file_gets_the_compile_notice(tmp_path):
 
 
 def test_debug_dir_default_is_torchneurons():
-    from torch_neuronx.compiler import options
+    from torch_neuronx.compiler import _options as options
 
     if "TORCH_NEURONX_DEBUG_DIR" in os.environ:
         pytest.skip("TORCH_NEURONX_DEBUG_DIR is set in this environment")

@@ -47,8 +47,8 @@ def test_markdown_table_lines_and_bad_shapes():
 
 def test_reports_use_the_one_formatter():
     """The plan's wording and the dry-run merge write what units writes (no formatter of their own)."""
-    from torch_neuronx.plan import wording
-    from torch_neuronx.plan.distributed import merge
+    from torch_neuronx.plan import _wording as wording
+    from torch_neuronx.plan.distributed import _merge as merge
 
     assert wording.size is units.size and wording.seconds is units.seconds and wording.plural is units.plural
     assert merge.size is units.size and merge.seconds is units.seconds

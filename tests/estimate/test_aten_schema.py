@@ -1,8 +1,8 @@
-"""The ATen schema and storage helpers (estimate/aten.py) that the cost model, the dry-run planner
+"""The ATen schema and storage helpers (estimate/_aten.py) that the cost model, the dry-run planner
 and the numerics emulation share, on real ops and tensors."""
 import torch
 
-from torch_neuronx.estimate import aten as helpers
+from torch_neuronx.estimate import _aten as helpers
 
 aten = torch.ops.aten
 
@@ -37,10 +37,10 @@ def test_written_arguments_and_tensors():
 
 
 def test_one_copy_for_the_planner_numerics_and_the_cost_model():
-    from torch_neuronx.estimate import formulas
+    from torch_neuronx.estimate import _formulas as formulas
     from torch_neuronx.numerics import dispatch_mode, recompute
-    from torch_neuronx.plan import mode
-    from torch_neuronx.plan.distributed import memory
+    from torch_neuronx.plan import _mode as mode
+    from torch_neuronx.plan.distributed import _memory as memory
 
     assert mode.is_view is helpers.is_view and dispatch_mode.is_view is helpers.is_view
     assert mode.storage_bytes is helpers.storage_bytes is memory.storage_bytes

@@ -8,7 +8,7 @@ from urllib.parse import urlparse
 import pytest
 
 from torch_neuronx.estimate import calibrate
-from torch_neuronx.estimate.assumptions import DEFAULTS
+from torch_neuronx.estimate._assumptions import DEFAULTS
 
 
 def test_rows_cite_sources_and_known_models():

@@ -6,7 +6,7 @@ import torch.nn as nn
 
 import torch_neuronx
 from torch_neuronx.estimate import hardware
-from torch_neuronx.estimate.graphs import estimate_graph, observe
+from torch_neuronx.estimate._graphs import estimate_graph, observe
 from tests.estimate.test_eager import Block, _step
 
 

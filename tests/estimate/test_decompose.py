@@ -72,7 +72,7 @@ def test_op_with_a_torch_decomposition_counts_its_matmul():
 
 
 def test_unmodelled_op_raises_under_strict_and_env(monkeypatch):
-    from torch_neuronx.estimate import formulas
+    from torch_neuronx.estimate import _formulas as formulas
 
     monkeypatch.setattr(formulas, "_warned", set())   # other tests see the op's first warning
     x = torch.randn(8, 4, device="neuron")   # _pdist_forward: a Core ATen op (on the device) with no model
@@ -95,8 +95,8 @@ def test_unmodelled_op_raises_under_strict_and_env(monkeypatch):
 
 
 def test_compiled_graph_lists_its_unmodelled_ops(monkeypatch):
-    from torch_neuronx.estimate import formulas
-    from torch_neuronx.estimate.graphs import estimate_graph
+    from torch_neuronx.estimate import _formulas as formulas
+    from torch_neuronx.estimate._graphs import estimate_graph
 
     monkeypatch.setattr(formulas, "_warned", set())
     gm = torch.fx.symbolic_trace(lambda x: torch.histc(x, bins=4) + 1)

@@ -8,7 +8,7 @@ import torch
 import neuron_hardware
 import torch_neuronx
 from torch_neuronx import ops_support
-from torch_neuronx.estimate import fallbacks
+from torch_neuronx.estimate import _fallbacks as fallbacks
 
 B, D, STEPS = 64, 4096, 8
 MID = (D - 1) // 2        # torch.median's element: the lower of the two middle ones

@@ -17,7 +17,7 @@ import nki
 from nki.examples import matmul, rmsnorm
 from tests.estimate.nki_kernels import softmax_rows
 from torch_neuronx.estimate import hardware, op_estimate
-from torch_neuronx.estimate.graphs import estimate_graph
+from torch_neuronx.estimate._graphs import estimate_graph
 
 HW = hardware("trn2.3xlarge", 1, assumptions={"matmul_efficiency": 1.0})
 aten = torch.ops.aten

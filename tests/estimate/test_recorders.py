@@ -10,9 +10,9 @@ from torch.profiler import ProfilerActivity, profile
 
 import torch_neuronx
 import torch_neuronx.estimate as estimate_pkg
-from torch_neuronx.estimate import collectives as collectives_mod
-from torch_neuronx.estimate import mode as mode_mod
-from torch_neuronx.estimate import ops as ops_mod
+from torch_neuronx.estimate import _collectives as collectives_mod
+from torch_neuronx.estimate import _mode as mode_mod
+from torch_neuronx.estimate import _ops as ops_mod
 from torch_neuronx.estimate import recorders
 
 BOTH = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]

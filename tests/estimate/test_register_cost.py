@@ -1,4 +1,4 @@
-"""A cost a user registers for their own op (estimate/costs.py): three lines, the estimate uses it,
+"""A cost a user registers for their own op (estimate/_costs.py): three lines, the estimate uses it,
 and a bad registration or formula says what is wrong. The docs/estimate.md example runs as written."""
 import re
 from pathlib import Path
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import torch_neuronx
-from torch_neuronx.estimate import Cost, costs, register_cost
+from torch_neuronx.estimate import Cost, _costs as costs, register_cost
 
 ROOT = Path(__file__).resolve().parents[2]
 

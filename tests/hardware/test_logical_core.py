@@ -12,8 +12,8 @@ import pytest
 
 import neuron_hardware
 from torch_neuronx.estimate import hardware
-from torch_neuronx.plan.distributed.launch import LaunchError, pick_instance
-from torch_neuronx.plan.models.layout import LayoutError, make_layout
+from torch_neuronx.plan.distributed._launch import LaunchError, pick_instance
+from torch_neuronx.plan.models._layout import LayoutError, make_layout
 from torch_neuronx.runtime import discover, env, resolve
 from torch_neuronx.tools import ls
 from torch_neuronx.tools.api.devices import instance_view

@@ -8,7 +8,7 @@ TRAINIUM = r'''
 import warnings
 import torch, torch_neuronx
 from torch_neuronx import numerics
-from torch_neuronx.compiler import cache
+from torch_neuronx.compiler import _cache as cache
 r = {}
 N = "neuron"
 # 1. int64 computed in 32 bits (wrap-around), returned as int64

@@ -8,7 +8,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from torch_neuronx.plan.distributed import rendezvous
+from torch_neuronx.plan.distributed import _rendezvous as rendezvous
 
 
 @contextlib.contextmanager

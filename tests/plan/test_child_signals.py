@@ -1,4 +1,4 @@
-"""plan/child.py through `python -m torch_neuronx.plan run`: a Ctrl-C or a `kill` of the planner reaches
+"""plan/_child.py through `python -m torch_neuronx.plan run`: a Ctrl-C or a `kill` of the planner reaches
 the script's process once, the planner then ends by the same signal, a killed planner takes its child
 with it, and a child past its timeout is killed. Each signal is sent when the script has said (in a
 file) that it is waiting for it: nothing depends on how fast the processes start."""
@@ -119,7 +119,7 @@ def test_a_planner_killed_outright_takes_its_script_with_it(tmp_path):
 
 
 def test_a_child_past_its_timeout_is_killed_with_what_it_started(tmp_path):
-    from torch_neuronx.plan import child
+    from torch_neuronx.plan import _child as child
 
     script, state = tmp_path / "waits.py", tmp_path / "state.json"
     script.write_text(SCRIPT)
@@ -133,7 +133,7 @@ def test_a_child_past_its_timeout_is_killed_with_what_it_started(tmp_path):
 
 
 def test_captured_output_keeps_the_tail_of_each_stream(tmp_path):
-    from torch_neuronx.plan import child
+    from torch_neuronx.plan import _child as child
 
     script = tmp_path / "talks.py"
     script.write_text("import sys\nfor i in range(100):\n    print(f'out {i}')\nprint('the last word', file=sys.stderr)\n"
@@ -149,7 +149,7 @@ def test_captured_output_keeps_the_tail_of_each_stream(tmp_path):
 
 def test_is_child_is_read_once_and_not_inherited():
     """A planner's child's own subprocesses (the user's script may start some) are not children."""
-    code = ("import os\nfrom torch_neuronx.plan import child\n"
+    code = ("import os\nfrom torch_neuronx.plan import _child as child\n"
             "print(child.is_child(), child.CHILD_ENV in os.environ, child.is_child())")
     env = dict(os.environ, TORCH_NEURONX_PLAN_CHILD=str(os.getpid()))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=DEADLINE_S)
@@ -161,7 +161,7 @@ def test_is_child_is_read_once_and_not_inherited():
 
 
 def test_a_plan_child_has_a_fixed_hash_seed_unless_the_user_set_one():
-    from torch_neuronx.plan import child
+    from torch_neuronx.plan import _child as child
 
     assert child.environment({}, base={})["PYTHONHASHSEED"] == "0"
     assert child.environment({}, base={"PYTHONHASHSEED": "7"})["PYTHONHASHSEED"] == "7"

@@ -1,7 +1,7 @@
 """Blocks compiled in place with fullgraph=True (`nn.Module.compile`, as diffusers'
 `compile_repeated_blocks` does) plan in a dry run, more than Dynamo's recompile limit of them: the
 estimate's module tracker hooks run eagerly around each compiled block and are not compiled
-themselves (estimate/api.py; the full-size Qwen-Image plan's 9th block failed with
+themselves (estimate/_api.py; the full-size Qwen-Image plan's 9th block failed with
 FailOnRecompileLimitHit)."""
 from __future__ import annotations
 

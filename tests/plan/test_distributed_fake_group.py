@@ -68,7 +68,7 @@ def test_shapes_are_checked_as_on_trainium(monkeypatch):
 
 def test_tcp_rendezvous_needs_no_server(monkeypatch):
     """init_method="tcp://..." with nobody listening: the dry run's rendezvous never connects."""
-    from torch_neuronx.plan.distributed import rendezvous
+    from torch_neuronx.plan.distributed import _rendezvous as rendezvous
 
     monkeypatch.setenv("TORCH_NEURONX_DRY_RUN", "1")
     rendezvous.install()

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from torch_neuronx.plan.__main__ import main as plan_main
-from torch_neuronx.plan.distributed import launch
+from torch_neuronx.plan.distributed import _launch as launch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "tiny_tp_fsdp_train.py")
@@ -17,7 +17,7 @@ SCRIPT = os.path.join(HERE, "tiny_tp_fsdp_train.py")
 def _args(*flags):
     import argparse
 
-    from torch_neuronx.plan import run
+    from torch_neuronx.plan import _run as run
 
     parser = argparse.ArgumentParser()
     run.add_arguments(parser)

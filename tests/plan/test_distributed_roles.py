@@ -1,11 +1,11 @@
 """Which ranks a dry run starts for a layout, and which started rank stands in for the others:
 one rank per pipeline stage (pipeline outermost, as torchrun/torchtitan/Megatron order ranks),
-rank 0 and the last rank as before without pipeline stages (plan/distributed/roles.py)."""
+rank 0 and the last rank as before without pipeline stages (plan/distributed/_roles.py)."""
 from __future__ import annotations
 
 import pytest
 
-from torch_neuronx.plan.distributed import launch, roles
+from torch_neuronx.plan.distributed import _launch as launch, _roles as roles
 
 
 def test_without_pipeline_stages_rank_0_and_the_last_run():

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import neuron_hardware
-from torch_neuronx.plan.models import serving
+from torch_neuronx.plan.models import _serving as serving
 from torch_neuronx.plan.__main__ import main as plan_main
 
 ZERO_LAUNCH = "graph_launch_s=0,eager_launch_s=0,collective_launch_s=0,host_sync_s=0,hbm_efficiency=1"
@@ -166,7 +166,7 @@ def test_bad_flags_stop_with_the_reason(argv, message, tiny_config_dir, plan_env
 
 
 def test_a_prompt_no_bucket_holds_names_the_fix(plan_env):
-    from torch_neuronx.plan.models.deployed import pick_bucket
+    from torch_neuronx.plan.models._deployed import pick_bucket
 
     with pytest.raises(ValueError, match="--prefill-chunk-size"):
         pick_bucket(600, [128, 512])
@@ -175,8 +175,8 @@ def test_a_prompt_no_bucket_holds_names_the_fix(plan_env):
 
 def test_a_fused_step_moves_the_rows_it_writes_and_gathers():
     """A static cache's update (index_copy_) writes the new rows, not the cache; an embedding lookup
-    reads the looked-up rows, not the table (estimate/graphs.py's fused program)."""
-    from torch_neuronx.estimate.graphs import estimate_graph
+    reads the looked-up rows, not the table (estimate/_graphs.py's fused program)."""
+    from torch_neuronx.estimate._graphs import estimate_graph
     from torch_neuronx.estimate.hardware import hardware
 
     class Step(torch.nn.Module):

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from torch_neuronx.plan.__main__ import main as plan_main
-from torch_neuronx.plan.models.config import ConfigError, load_config
-from torch_neuronx.plan.models.layout import LayoutError, check_batch, check_model, make_layout
+from torch_neuronx.plan.models._config import ConfigError, load_config
+from torch_neuronx.plan.models._layout import LayoutError, check_batch, check_model, make_layout
 
 
 def test_cores_per_instance_and_dp_fill():
@@ -44,7 +44,7 @@ def test_tp_must_divide_heads_and_split_or_replicate_kv_heads(tiny_config_dir):
     from transformers import Qwen3Config
 
     from tests.plan.conftest import TINY
-    from torch_neuronx.plan.models.layout import kv_replication
+    from torch_neuronx.plan.models._layout import kv_replication
 
     config = load_config(tiny_config_dir)           # 4 heads, 2 KV heads
     check_model(make_layout("trn2.3xlarge", 2, tp=2), config)

@@ -1,4 +1,4 @@
-"""The options objects of plan train / generate / sweep (plan/models/options.py): built once from the
+"""The options objects of plan train / generate / sweep (plan/models/_options.py): built once from the
 command line, frozen, checked with messages that name the flag, and written back as the same command
 line (how a plan runs itself in a child with its instance's environment)."""
 from __future__ import annotations
@@ -8,9 +8,9 @@ import dataclasses
 
 import pytest
 
-from torch_neuronx.plan.models import cli, sweep
-from torch_neuronx.plan.models.layout import make_layout
-from torch_neuronx.plan.models.options import GenerateOptions, OptionsError, SweepOptions, TrainOptions
+from torch_neuronx.plan.models import _cli as cli, _sweep as sweep
+from torch_neuronx.plan.models._layout import make_layout
+from torch_neuronx.plan.models._options import GenerateOptions, OptionsError, SweepOptions, TrainOptions
 
 
 def _parse(add_arguments, argv):

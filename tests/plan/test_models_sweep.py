@@ -27,7 +27,7 @@ def test_sweep_rows(tiny_config_dir, plan_env, tmp_path, capsys):
 
 
 def test_rows_in_their_own_processes_match_rows_planned_in_process(tiny_config_dir, plan_env, tmp_path):
-    """Each row of a sweep runs `python -m torch_neuronx.plan train` in a child (plan/child.py) started
+    """Each row of a sweep runs `python -m torch_neuronx.plan train` in a child (plan/_child.py) started
     with the row's instance, LNC and dry run: the same figures as the row planned in this process."""
     common = ["sweep", "--config", tiny_config_dir, "--instances", "trn2.3xlarge", "--lnc", "2", "--tp", "2,3",
               "--fsdp", "1", "--seq-len", "16", "--real", "--quiet"]

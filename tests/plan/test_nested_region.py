@@ -1,6 +1,6 @@
 """Repeated blocks marked with `torch.compiler.nested_compile_region` (invoke_subgraph) compile with
 backend "neuron": Inductor writes the block once as a subgraph function whose kernel calls and
-buffers go through the neuron wrapper (compiler/registration.py; the stock subgraph wrapper raised
+buffers go through the neuron wrapper (compiler/_registration.py; the stock subgraph wrapper raised
 "device neuron nyi"), in a real run and in a dry run."""
 from __future__ import annotations
 

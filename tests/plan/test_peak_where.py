@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from torch_neuronx import plan
-from torch_neuronx.plan.report import markdown
+from torch_neuronx.plan._report import markdown
 
 
 def _core(run) -> dict:
@@ -39,7 +39,7 @@ def test_peak_in_a_later_forward_says_so_and_why_gradients_are_zero():
     text = markdown(run.report())
     assert "peaks in step 2's forward" in text and "zero_grad(set_to_none=True)" in text
     # the merged report of a distributed plan says the same for each rank run
-    from torch_neuronx.plan.distributed import merge
+    from torch_neuronx.plan.distributed import _merge as merge
 
     merged = merge.markdown(merge.merge({0: run.report()}, world_size=1, nnodes=1, nproc_per_node=1))
     assert "rank 0 at its peak: parameters" in merged and "peaks in step 2's forward" in merged

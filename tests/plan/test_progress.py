@@ -16,7 +16,7 @@ import warnings
 
 import pytest
 
-from torch_neuronx.plan import notes, progress
+from torch_neuronx.plan import _notes as notes, _progress as progress
 
 LINE = re.compile(r"^\[plan (\w+) (\d+:\d\d)\] (.*)$")
 
@@ -173,7 +173,7 @@ def test_overridden_assumptions_are_stated_at_the_top(tiny_config_dir, tmp_path,
 
 
 def test_wording():
-    from torch_neuronx.plan.wording import number, plural, seconds, size
+    from torch_neuronx.plan._wording import number, plural, seconds, size
 
     assert (plural(1, "replica"), plural(2, "replica"), plural(1024, "rank")) == ("1 replica", "2 replicas", "1,024 ranks")
     assert (number(65148.3), number(1834.0), number(31.8123), number(8190735360)) == ("65,148", "1,834", "31.81", "8,190,735,360")

@@ -6,8 +6,8 @@ probe's model, freed by the collector) would break the guards with an IndexError
 """
 import torch
 
-from torch_neuronx.plan.memory import _Registry
-from torch_neuronx.plan.steps import StepClock
+from torch_neuronx.plan._memory import _Registry
+from torch_neuronx.plan._steps import StepClock
 
 
 def test_a_module_collected_while_a_graph_compiles_leaves_its_guards_intact():

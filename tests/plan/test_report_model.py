@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from torch_neuronx import plan
-from torch_neuronx.plan import html_report
-from torch_neuronx.plan.distributed.merge import markdown, merge
+from torch_neuronx.plan import _html_report as html_report
+from torch_neuronx.plan.distributed._merge import markdown, merge
 from torch_neuronx.plan.report_model import RENAMED, SCHEMA_VERSION, PlanReport, normalized
 from torch_neuronx.runtime.units import size
 

@@ -13,7 +13,7 @@ import torch
 
 import torch_neuronx
 from torch_neuronx import plan
-from torch_neuronx.estimate import mode as mode_mod
+from torch_neuronx.estimate import _mode as mode_mod
 from torch_neuronx.estimate import recorders
 
 
@@ -115,7 +115,7 @@ def test_model_level_report_notes_agree_and_the_dry_run_holds_every_collective(t
 def test_the_step_clock_counts_an_optimizer_inside_another_and_grouped_optimizers_once():
     import torch
 
-    from torch_neuronx.plan.steps import StepClock
+    from torch_neuronx.plan._steps import StepClock
 
     class _Est:
         total_s = 0.0

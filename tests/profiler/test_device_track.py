@@ -13,7 +13,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from torch_neuronx.estimate import hardware, op_estimate
-from torch_neuronx.profiling import trace_file
+from torch_neuronx.profiling import _trace_file as trace_file
 
 BOTH = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 

@@ -1,11 +1,11 @@
-"""TorchNeuron's `torch_neuronx.profiling` names on the virtual core (profiling/config.py)."""
+"""TorchNeuron's `torch_neuronx.profiling` names on the virtual core (profiling/_config.py)."""
 from __future__ import annotations
 
 import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from torch_neuronx.profiling import NeuronConfig, NeuronProfiler, ProfileMode, trace_file
+from torch_neuronx.profiling import NeuronConfig, NeuronProfiler, ProfileMode, _trace_file as trace_file
 
 
 def test_modes_without_meaning_say_so_instead_of_failing():

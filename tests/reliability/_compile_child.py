@@ -38,7 +38,7 @@ if __name__ == "__main__":
 
     barrier, world = sys.argv[1], int(sys.argv[2])
     if sys.argv[3:] == ["hold"]:
-        from torch_neuronx.compiler import cache
+        from torch_neuronx.compiler import _cache as cache
 
         def _hold(root):
             print("WRITTEN", flush=True)

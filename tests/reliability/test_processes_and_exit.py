@@ -111,7 +111,7 @@ state["train"] = threading.Thread(target=train, daemon=True)
 state["idle"] = threading.Thread(target=idle, daemon=True)
 state["train"].start(); state["idle"].start()
 time.sleep(0.5)
-from torch_neuronx.runtime import exit_guard
+from torch_neuronx.runtime import _exit_guard as exit_guard
 with case("only the neuron thread is a target"):
     assert exit_guard.neuron_daemon_threads() == [state["train"]], exit_guard.neuron_daemon_threads()
 state["exit at"] = time.monotonic()
@@ -125,6 +125,6 @@ state["exit at"] = time.monotonic()
 
 
 def exit_wait_s() -> float:
-    from torch_neuronx.runtime import exit_guard
+    from torch_neuronx.runtime import _exit_guard as exit_guard
 
     return exit_guard.EXIT_WAIT_S

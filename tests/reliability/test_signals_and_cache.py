@@ -20,7 +20,7 @@ import torch
 import torch_neuronx
 from tests.reliability._compile_child import tiny_graph, tiny_input
 from tests.reliability.hostile import passed, raised, run_cases
-from torch_neuronx.compiler import cache
+from torch_neuronx.compiler import _cache as cache
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -55,7 +55,7 @@ def graph(a):
     return (torch.relu(a) * 2).sum(0)
 
 compiled = torch.compile(graph, backend="neuron")
-import torch_neuronx.compiler.cache as neuron_cache
+import torch_neuronx.compiler._cache as neuron_cache
 _graph_key = neuron_cache.graph_key
 
 def _interrupting_graph_key(*args, **kwargs):

@@ -82,7 +82,7 @@ def test_compiled_graphs_and_estimated_flops_reach_the_page():
     import torch_neuronx
     from torch_neuronx import _C
 
-    from torch_neuronx.estimate.graphs import observe  # what the neuron backend returns for every graph
+    from torch_neuronx.estimate._graphs import observe  # what the neuron backend returns for every graph
 
     x = torch.randn(16, 16, device="neuron")
     gm = torch.fx.symbolic_trace(lambda t: (t @ t).relu())

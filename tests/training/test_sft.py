@@ -184,7 +184,7 @@ def test_bf16_accepted_without_use_cpu_and_matches_cpu(assets, sft_root):
 def test_torch_compile_with_gradient_checkpointing_uses_neuron_backend_once_per_shape(
         neuron_fp32, resumed_and_compiled):
     """--torch_compile true with TRL's default gradient checkpointing (the recomputed attention runs
-    inside the compiled graph through the RNG higher-order ops, compiler/rng_hops.py): backend
+    inside the compiled graph through the RNG higher-order ops, compiler/_rng_hops.py): backend
     "neuron", dynamic=False, compiles once per graph (all packed batches are [2, 128]), and the
     eager run's losses to a few float32 ulps (Inductor's fused kernels round differently)."""
     summary, _ = resumed_and_compiled["compiled"]

@@ -94,7 +94,7 @@ def _share_vec_isa_probe(env: dict) -> None:
     if "TORCHINDUCTOR_VEC_ISA_OK" in env:
         return
     try:
-        from ..compiler.vec_isa import all_advertised_valid
+        from ..compiler._vec_isa import all_advertised_valid
 
         if all_advertised_valid():
             env["TORCHINDUCTOR_VEC_ISA_OK"] = "1"

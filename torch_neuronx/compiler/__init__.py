@@ -7,14 +7,14 @@ resolves it without importing anything first.
 """
 from __future__ import annotations
 
-from .metrics import get_dynamo_metrics, reset_dynamo_metrics
+from ._metrics import get_dynamo_metrics, reset_dynamo_metrics
 
 __all__ = ["neuron_backend", "get_dynamo_metrics", "reset_dynamo_metrics", "register"]
 
 
 def neuron_backend(gm, example_inputs, **kwargs):
     """Dynamo backend: `torch.compile(model, backend="neuron", mode=..., options=...)`."""
-    from .backend import compile_graph
+    from ._backend import compile_graph
 
     return compile_graph(gm, example_inputs, **kwargs)
 
@@ -22,6 +22,6 @@ def neuron_backend(gm, example_inputs, **kwargs):
 def register() -> None:
     """Register neuron with Dynamo and Inductor now (otherwise done at first compile);
     afterwards `backend="inductor"` also compiles neuron graphs."""
-    from .registration import register as _register
+    from ._registration import register as _register
 
     _register()

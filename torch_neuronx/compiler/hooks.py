@@ -90,7 +90,7 @@ class CompileOverride:
       serve a compile outside it, nor the reverse.
     inductor_context: entered around Inductor's compile, in place of building the C++ kernel
       libraries (the override's programs do not run real kernels).
-    While an override is active no graph runs as a host program (compiler/host_program.py): its
+    While an override is active no graph runs as a host program (compiler/_host_program.py): its
     kernels do not run, so there is nothing to run on host views.
     """
 

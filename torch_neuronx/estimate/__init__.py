@@ -17,25 +17,25 @@ Contract (stable; the profiler device track and the dry-run planner build on it)
         est.summary(), est.to_json(). Zero cost outside it; never changes results.
     register_cost(ops, *, replace=False)(fn) ; Cost(flops=0, elements=0, bytes=None, category=None)
         The cost of a user's op (or a replacement for an ATen op's): fn(*args, out_val=None,
-        **kwargs) -> Cost, checked as torch.utils.flop_counter checks its registry (costs.py).
+        **kwargs) -> Cost, checked as torch.utils.flop_counter checks its registry (_costs.py).
 
-Layout: hardware.py (per-logical-core view of `neuron_hardware`), assumptions.py (named,
-overridable), formulas.py (FLOPs, bytes, engines), ops.py (per-op roofline), decompose.py (ops
-without a formula costed from their decomposition), graphs.py (compiled
-graphs as fused programs), collectives.py (c10d), mode.py (the dispatch mode), recorders.py (the
-stack of active recorders each cost is delivered to), report.py, costs.py (costs users register),
-aten.py (ATen schema and storage reading, shared with the planner and numerics). See docs/estimate.md.
+Layout: hardware.py (per-logical-core view of `neuron_hardware`), _assumptions.py (named,
+overridable), _formulas.py (FLOPs, bytes, engines), _ops.py (per-op roofline), decompose.py (ops
+without a formula costed from their decomposition), _graphs.py (compiled
+graphs as fused programs), _collectives.py (c10d), _mode.py (the dispatch mode), recorders.py (the
+stack of active recorders each cost is delivered to), _report.py, _costs.py (costs users register),
+_aten.py (ATen schema and storage reading, shared with the planner and numerics). See docs/estimate.md.
 """
 from __future__ import annotations
 
 import sys
 import types
 
-from .api import Estimate, estimate
-from .costs import Cost, register_cost
-from .formulas import UnmodelledOpError, register_flops
+from ._api import Estimate, estimate
+from ._costs import Cost, register_cost
+from ._formulas import UnmodelledOpError, register_flops
 from .hardware import Hardware, hardware
-from .ops import OpEstimate, op_estimate
+from ._ops import OpEstimate, op_estimate
 
 __all__ = ["Cost", "Estimate", "Hardware", "OpEstimate", "UnmodelledOpError", "estimate", "hardware", "op_estimate",
            "register_cost", "register_flops"]

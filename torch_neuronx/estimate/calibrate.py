@@ -247,7 +247,7 @@ def load_cache(path: Path = CACHE) -> dict:
 
 
 def build(rows: list[Row], cache: dict) -> dict:
-    from .assumptions import DEFAULTS
+    from ._assumptions import DEFAULTS
 
     table, usable = [], []
     for row in rows:

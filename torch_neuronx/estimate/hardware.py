@@ -3,8 +3,8 @@
 All figures come from the one hardware description (`neuron_hardware`, sources next to each
 figure) through its one per-logical-core view (`neuron_hardware.logical_core_view`): LNC=2 pairs
 two physical cores, so a logical core has twice their engines and HBM bandwidth. The instance and
-LNC are resolved as the runtime resolves them (runtime/logical_core.py). Efficiencies and launch
-costs are assumptions (assumptions.py), never facts.
+LNC are resolved as the runtime resolves them (runtime/_logical_core.py). Efficiencies and launch
+costs are assumptions (_assumptions.py), never facts.
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import neuron_hardware
 
-from . import assumptions as assumptions_mod
-from ..runtime.logical_core import resolve
+from . import _assumptions as assumptions_mod
+from ..runtime._logical_core import resolve
 
 # torch dtype names -> the TensorEngine rate they run at. Integer matmuls have no integer
 # datapath and run in fp32 (docs/hardware-sources.md A1); float64 has no native type (docs/hardware-sources.md A1: unverified): fp32.
@@ -89,11 +89,11 @@ def hardware(instance_type: str | None = None, lnc: int | None = None, *,
         instance_type: e.g. "trn2.48xlarge", "trn3.3xlarge"; default TORCH_NEURONX_INSTANCE_TYPE,
             else trn2.3xlarge. Does not start the device.
         lnc: 1 or 2; default NEURON_LOGICAL_NC_CONFIG, else the chip's default (2 on trn2/trn3).
-        assumptions: overrides of the named assumptions (see assumptions.py).
+        assumptions: overrides of the named assumptions (see _assumptions.py).
     """
     return hardware_of(resolve(instance_type, lnc, instance_arg="instance_type"), assumptions)
 
 
 def hardware_of(view: neuron_hardware.LogicalCoreView, assumptions: dict | None = None) -> Hardware:
-    """The cost model's hardware for a resolved logical core (runtime.logical_core.resolve)."""
+    """The cost model's hardware for a resolved logical core (runtime._logical_core.resolve)."""
     return Hardware(view, assumptions_mod.resolve(assumptions))

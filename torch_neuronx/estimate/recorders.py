@@ -18,7 +18,7 @@ run's estimate and a plan's timed region), or the profiler's device track. Recor
 
 Outside any recorder the hooks read one list and go on: zero cost when off.
 
-What a recorder has (Estimate in api.py, the device track's recorder in profiling/device_track.py):
+What a recorder has (Estimate in _api.py, the device track's recorder in profiling/_device_track.py):
 `hardware` (a Hardware: the cost model's input), `include_fake` (also take ops on FakeTensors),
 `_suppress` (an int, > 0 inside a suppressed bracket), and the deliveries
 `take_op(e, func, args, kwargs, out, device, host_sync)`, `no_model(name)`,

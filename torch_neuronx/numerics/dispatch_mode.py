@@ -2,7 +2,7 @@
 
 It sits below autograd, so it sees every ATen op on neuron tensors, forward
 and backward, explicit kernels included, and the ops of compiled graphs
-(the backend runs them op by op in these modes: compiler/backend.py). Ops
+(the backend runs them op by op in these modes: compiler/_backend.py). Ops
 without a neuron tensor of an affected dtype pass straight through. Host mode
 installs nothing.
 
@@ -18,7 +18,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .._torch_versions import require
-from ..estimate.aten import is_view
+from ..estimate._aten import is_view
 from . import fp8, float64, int64, int_via_fp32, recompute, report, stochastic_rounding
 from .config import NumericsConfig
 

@@ -9,7 +9,7 @@ PyTorch decomposes) runs on the device, any other ATen op falls back to the CPU.
 "assumed" say what they assume.
 
 Users: `get_fallback_ops()` (tools/op_tracking.py), the estimate's fallback charge
-(estimate/fallbacks.py), the planner's per-call-site list (plan/fallbacks.py) and the strict mode
+(estimate/_fallbacks.py), the planner's per-call-site list (plan/_fallbacks.py) and the strict mode
 `TORCH_NEURONX_STRICT_OPS=1` (strict.py). `python -m torch_neuronx.ops_support --markdown` writes
 docs/op-support.md.
 

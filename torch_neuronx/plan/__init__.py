@@ -9,9 +9,9 @@ Neuron tensors keep their shapes, dtypes, strides and devices and the caching al
 their bytes (and raises its torch.OutOfMemoryError) exactly as in a real run, while no host memory
 backs them and large ops compute only shapes. See docs/plan.md.
 
-Layout: config.py (environment), mode.py (the shape-only dispatch mode), syncs.py (host reads),
-memory.py (per-core peak and breakdown), steps.py (the step clock), session.py (DryRun: the one
-session, with named regions), report.py (JSON, markdown, trace), run.py (`plan run`), child.py
+Layout: _config.py (environment), _mode.py (the shape-only dispatch mode), _syncs.py (host reads),
+_memory.py (per-core peak and breakdown), _steps.py (the step clock), _session.py (DryRun: the one
+session, with named regions), _report.py (JSON, markdown, trace), _run.py (`plan run`), _child.py
 (child processes), __main__.py (the subcommand table); distributed/ and models/ add multi-rank
 launching and model-level commands.
 """
@@ -21,9 +21,9 @@ import atexit
 import os
 import sys
 
-from . import config
-from .mode import DryRunError
-from .session import DryRun, active
+from . import _config as config
+from ._mode import DryRunError
+from ._session import DryRun, active
 
 __all__ = ["DryRun", "DryRunError", "dry_run", "enable", "is_active", "active"]
 
@@ -89,7 +89,7 @@ def install() -> None:
 
 
 def _report_at_exit(run: DryRun) -> None:
-    from . import progress
+    from . import _progress as progress
 
     progress.stage("writing the report")   # shown only under a plan command's display
     try:
@@ -101,7 +101,7 @@ def _report_at_exit(run: DryRun) -> None:
             with open(path, "w") as f:
                 json.dump(data, f, indent=1)
         else:
-            from .report import markdown
+            from ._report import markdown
 
             print(markdown(data), file=sys.stderr)
         trace = config.trace_path()

@@ -1,9 +1,9 @@
 """`python -m torch_neuronx.plan <command>`: the planner's subcommands.
 
 Each command is a row of `_commands()`: its flags (`add_arguments(parser)`), the function that runs
-it, and for the model-level commands the options class its flags become (models/options.py: built
+it, and for the model-level commands the options class its flags become (models/_options.py: built
 and checked once, then passed down). Adding a command is one row. A plan that runs in a child
-process (child.py) ends as that child ended.
+process (_child.py) ends as that child ended.
 """
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ class Command(NamedTuple):
 
 
 def _commands() -> list[Command]:
-    from . import html_report, run
-    from .models import cli, options, sweep
+    from . import _html_report as html_report, _run as run
+    from .models import _cli as cli, _options as options, _sweep as sweep
 
     def first_line(module) -> str:
         return (module.__doc__ or "").split("\n")[0]
@@ -46,8 +46,8 @@ def _commands() -> list[Command]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from . import child
-    from .models.options import OptionsError
+    from . import _child as child
+    from .models._options import OptionsError
 
     parser = argparse.ArgumentParser(prog="python -m torch_neuronx.plan",
                                      description="Plan before you rent: dry runs with phantom device memory.")

@@ -1,9 +1,9 @@
 """The one model of a plan's JSON report, for its three kinds.
 
-- `rank`: one process's dry run (`python -m torch_neuronx.plan run` of one process, plan/report.py);
-- `merged`: the per-rank reports of a multi-rank `plan run` merged (plan/distributed/merge.py), with
+- `rank`: one process's dry run (`python -m torch_neuronx.plan run` of one process, plan/_report.py);
+- `merged`: the per-rank reports of a multi-rank `plan run` merged (plan/distributed/_merge.py), with
   each started rank's own `rank` report under `ranks`;
-- `model`: a model-level command (`plan train`, `plan generate`, plan/models/report.py).
+- `model`: a model-level command (`plan train`, `plan generate`, plan/models/_report.py).
 
 Every kind carries `schema_version`, `kind` and the same fit figures under the same names, with the
 unit in the name (`_bytes`, `_s`): `dry_run`, `instance`, `lnc`, `fits`, `oom`,

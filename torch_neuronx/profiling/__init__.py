@@ -12,11 +12,11 @@ Profile as on TorchNeuron::
 
 The CPU track holds the measured host times; with `ProfilerActivity.PrivateUse1`
 each logical core used gets a device track of estimated Trainium times
-(`device_track.py`, built by csrc/profiler.cpp). See docs/profiling.md.
+(`_device_track.py`, built by csrc/profiler.cpp). See docs/profiling.md.
 
 Public (``__all__``): ``NeuronConfig``, ``ProfileMode``, ``NeuronProfiler``. The modules config,
 device_track, timeline and trace_file are internal (the tools and tests read them).
 """
-from .config import NeuronConfig, NeuronProfiler, ProfileMode
+from ._config import NeuronConfig, NeuronProfiler, ProfileMode
 
 __all__ = ["NeuronConfig", "NeuronProfiler", "ProfileMode"]

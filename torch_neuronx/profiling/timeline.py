@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from . import trace_file
+from . import _trace_file as trace_file
 
 _COLORS = {"matmul": "#4878d0", "attention": "#6acc64", "elementwise": "#ee854a",
            "reduction": "#d65f5f", "copy": "#956cb4", "compiled graph": "#8c613c"}

@@ -8,8 +8,8 @@ Public (``__all__``): ``start`` (called at registration), ``topology()`` / ``err
 discovered topology or the environment error), ``Topology``, ``LogicalCore``, the instance
 catalogue (``INSTANCE_TYPES``, ``InstanceType``, ``Chip``), ``resolve`` (the one instance and LNC
 resolver: arguments, else the environment variables, else the default), and the modules ``env`` (environment
-variables) and ``host_gemm`` (bf16/fp16 matmul modes). Everything else (logical_core, topology,
-variables, log, stats_page, exit_guard, host) serves the layers above through those names.
+variables) and ``host_gemm`` (bf16/fp16 matmul modes). Everything else (topology.py and
+the internal _logical_core, _variables, _log, _stats_page, _exit_guard, _host) serves the layers above through those names.
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from neuron_hardware import INSTANCES as INSTANCE_TYPES
 from neuron_hardware import ChipSpec as Chip
 from neuron_hardware import InstanceSpec as InstanceType
 
-from . import env, host_gemm, log, variables
-from .logical_core import resolve
+from . import env, host_gemm, _log as log, _variables as variables
+from ._logical_core import resolve
 from .topology import LogicalCore, Topology, default_device, discover
 
 _topology: Topology | None = None
@@ -45,7 +45,7 @@ def start(core) -> None:
             core._set_allocator_cache_limit(cache_limit)
         if no_caching:
             core._set_allocator_no_caching(True)
-        from .stats_page import publish_process
+        from ._stats_page import publish_process
 
         publish_process(core, _topology)
     except env.NeuronEnvironmentError as err:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from neuron_hardware import LogicalCoreView, OnLogicalCore
 
 from . import env
-from .logical_core import hbm_bytes_per_core, resolve
+from ._logical_core import hbm_bytes_per_core, resolve
 
 
 MAX_VISIBLE_CORES = 127

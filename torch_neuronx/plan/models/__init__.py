@@ -5,18 +5,18 @@ sharded by `DistributedConfig` in a process group of the full world size, and ru
 (`generate()`, forward + backward + AdamW step); the dry run makes that full-size run shape-only,
 and `torch_neuronx.estimate` times it. See docs/plan.md.
 """
-from .layout import Layout, LayoutError, make_layout
+from ._layout import Layout, LayoutError, make_layout
 
 __all__ = ["Layout", "LayoutError", "make_layout", "plan_generate", "plan_train"]
 
 
 def __getattr__(name):
     if name == "plan_generate":
-        from .generate import plan_generate
+        from ._generate import plan_generate
 
         return plan_generate
     if name == "plan_train":
-        from .train import plan_train
+        from ._train import plan_train
 
         return plan_train
     raise AttributeError(name)

@@ -1,6 +1,6 @@
 """The virtual instance as neuron-ls shows it: chips, logical cores, links.
 
-Built from the runtime's resolver of the instance and LNC (runtime/logical_core.py) and the
+Built from the runtime's resolver of the instance and LNC (runtime/_logical_core.py) and the
 same environment variables the runtime reads (NEURON_RT_VISIBLE_CORES,
 TORCH_NEURONX_HBM_BYTES_PER_CORE), but without the per-process device limit: a tool sees the
 whole instance.
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from neuron_hardware import LogicalCoreView, OnLogicalCore, view_attribute
 
 from ...runtime import env
-from ...runtime.logical_core import hbm_bytes_per_core, resolve
+from ...runtime._logical_core import hbm_bytes_per_core, resolve
 
 # neuron-monitor's hardware names per chip (docs/hardware-sources.md E: "trainium2", "v4", "v3d" for
 # trn2 at LNC=2). trn1/trn3 values are assumptions following the same scheme.

@@ -1,0 +1,37 @@
+"""How plan reports say things: the product's one formatter for bytes, seconds, numbers and plurals
+(runtime/units.py, re-exported here) and the assumptions a report rests on (stated at the top of every
+report, markdown and HTML)."""
+from __future__ import annotations
+
+from ..runtime.units import markdown_table, number, plural, seconds, size  # noqa: F401  (the one formatter, re-exported)
+
+
+def overridden_assumptions(assumptions) -> dict:
+    """The cost model's assumptions that differ from their documented defaults (estimate/_assumptions.py)."""
+    from dataclasses import fields
+
+    from ..estimate._assumptions import DEFAULTS
+
+    return {f.name: getattr(assumptions, f.name) for f in fields(DEFAULTS)
+            if getattr(assumptions, f.name) != getattr(DEFAULTS, f.name)}
+
+
+def overridden_settings() -> dict:
+    """Dry-run settings taken from the environment instead of their defaults."""
+    import os
+
+    from . import _config as config
+
+    out = {}
+    for name in (config.LARGE_BYTES, config.MAX_SYNCS_PER_SITE):
+        if os.environ.get(name):
+            out[name] = os.environ[name]
+    return out
+
+
+def assumption_lines(mode: str, overridden: dict) -> list[str]:
+    """The two lines every report starts with after its title."""
+    over = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in overridden.items())
+    return [f"assumed mode: **{mode}**; cost-model assumptions: "
+            + (f"overridden: {over} (the rest as documented in docs/estimate.md)" if over
+               else "the documented defaults (docs/estimate.md)")]

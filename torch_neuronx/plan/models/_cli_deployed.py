@@ -1,0 +1,85 @@
+"""`plan generate`'s deployed mode on the command line (the default; `--mode eager` is generate())."""
+from __future__ import annotations
+
+import argparse
+
+from .._wording import plural
+
+MODES = ("deployed", "eager")
+
+
+def _buckets(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--buckets takes token counts separated by commas, got {text!r}") from None
+
+
+def add_deployed_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--mode", choices=MODES, default="deployed",
+                   help="deployed (default): compiled context-encoding and token-generation graphs over a static "
+                        "KV cache, sampling on the device, as NxD Inference / vLLM-Neuron serve; eager: Hugging "
+                        "Face generate() op by op (--compile compiles its decode step)")
+    p.add_argument("--concurrency", type=int, default=None,
+                   help="deployed: continuous batching with N requests in flight (TTFT and TPOT under load); "
+                        "default: one static batch of --batch prompts")
+    p.add_argument("--max-model-len", type=int, default=None,
+                   help="deployed: tokens the static KV cache holds per sequence (default: input + output tokens)")
+    p.add_argument("--buckets", type=_buckets, default=None,
+                   help="deployed: prefill buckets, e.g. 128,512,2048 (default: powers of two from 128)")
+    p.add_argument("--full-depth", action="store_true",
+                   help="deployed: compile every layer instead of extrapolating from 1- and 2-layer probes")
+
+
+def _title(report: dict) -> str:
+    how = (f"continuous batching, {report['concurrency']} requests in flight" if report["concurrency"]
+           else f"static batch of {report['batch']}")
+    depth = ("full depth" if len(report["depth_probes"]) == 1
+             else f"{report['depth']} layers extrapolated from 1- and 2-layer probes")
+    return (f"generate (mode deployed: compiled CTE and TKG graphs, static KV cache of {report['max_model_len']} "
+            f"tokens, on-device sampling; {how}; {depth})")
+
+
+def _rows(report: dict, fmt) -> list[tuple[str, str]]:
+    rows = [("TTFT", fmt(report["ttft_ms"], " ms")), ("per output token (TPOT)", fmt(report["tpot_ms"], " ms")),
+            ("output tokens/s (one TP group)", fmt(report["output_tokens_per_s"])),
+            (f"output tokens/s ({plural(report['replicas'], 'replica')})", fmt(report["output_tokens_per_s_all_replicas"]))]
+    graphs = report.get("graphs")
+    if graphs:
+        cte, tkg = graphs["context_encoding"], graphs["token_generation"]
+        rows += [(f"CTE step ({cte['bucket_tokens']}-token bucket, batch {cte['batch']}) x {report['prefill_steps']}",
+                  fmt(cte["seconds"], " ms", 1e3)),
+                 (f"TKG step (batch {tkg['batch']}, cache {tkg['kv_cache_tokens']} tokens)", fmt(tkg["seconds"], " ms", 1e3)),
+                 ("requests/s (one TP group)", fmt(report["requests_per_s"]))]
+        if report["concurrency"]:
+            rows += [("queueing before prefill", fmt(report["queue_wait_ms"], " ms")),
+                     ("device time in prefill", fmt(report["prefill_share"], "%", 100, 3))]
+        rows += [(f"assumption `{name}`", text) for name, text in report["assumptions_serving"].items()]
+    return rows
+
+
+def eager_flag_error(args) -> str | None:
+    """The deployed-only flag given with --mode eager, if any (generate() has no such knob)."""
+    for flag, value in (("--concurrency", args.concurrency), ("--max-model-len", args.max_model_len),
+                        ("--buckets", args.buckets), ("--full-depth", args.full_depth or None)):
+        if value is not None:
+            return f"{flag} plans the deployed mode; drop it or --mode eager"
+    return None
+
+
+def run_deployed(args, prog: str, prepare, finish, fail, fmt) -> int:
+    """Plan the deployed mode (`args`: options.GenerateOptions, its flags checked already)."""
+    layout, config = prepare(args, prog)
+    import torch
+
+    from ._deployed import plan_deployed
+    from ._layout import LayoutError
+
+    try:
+        report = plan_deployed(config, layout, batch=args.batch, concurrency=args.concurrency,
+                               input_tokens=args.input_tokens, output_tokens=args.output_tokens,
+                               dtype=getattr(torch, args.dtype), prefill_chunk_size=args.prefill_chunk_size,
+                               max_model_len=args.max_model_len, buckets=args.buckets, full_depth=args.full_depth)
+    except (LayoutError, ValueError) as err:
+        fail(prog, str(err))
+    return finish(report, args, _title(report), _rows(report, fmt))
