@@ -1,4 +1,4 @@
-"""Issue 13 item 4, in-process: `Accelerator(mixed_precision="fp16")` on neuron is CUDA's fp16 AMP.
+"""In-process: `Accelerator(mixed_precision="fp16")` on neuron is CUDA's fp16 AMP.
 
 The prepared model's forward autocasts to fp16 and `backward`/`step` go through a neuron GradScaler
 (skipping the overflowing first step and halving the scale, as GradScaler does on CUDA). Reference: the

@@ -1,10 +1,10 @@
-"""Issue 13 items 2 and 4: `accelerate test` passes on neuron, in one process and MULTI_NEURON with 2.
+"""`accelerate test` passes on neuron, in one process and MULTI_NEURON with 2.
 
 `accelerate test` is accelerate's own self-check (test_utils/scripts/test_script.py under
 `accelerate-launch`): process control, `gather`/`pad_across_processes` (all_gather_into_tensor of an
-input (1, 2) into a flat output: item 2), RNG sync, dataloader sharding, and training checks that compare
+input (1, 2) into a flat output), RNG sync, dataloader sharding, and training checks that compare
 the prepared model after 3 epochs with a one-process CPU baseline, among them
-`Accelerator(mixed_precision="fp16")` (item 4: accelerate's fp16 device table lacks neuron; see
+`Accelerator(mixed_precision="fp16")` (accelerate's fp16 device table lacks neuron; see
 torch_neuronx/integrations/accelerate_fp16.py). Both launches run at once.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 13 item 1: every adapter installs whatever the import order, and accelerate training trains.
+"""Every adapter installs whatever the import order, and accelerate training trains.
 
 `import accelerate` (or `from trl import SFTTrainer`, `from transformers import Trainer`,
 `import safetensors.torch`) as a script's first line imports torch from inside the very module an adapter

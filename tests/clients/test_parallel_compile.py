@@ -1,4 +1,4 @@
-"""Issue 13 item 3: DDP, FSDP2 and tensor parallel (DTensor) under torch.compile on the neuron group.
+"""DDP, FSDP2 and tensor parallel (DTensor) under torch.compile on the neuron group.
 
 tests/clients/programs/parallel_compile.py under torchrun (2 ranks), with and without module buffers.
 DDP's buffer broadcast ran our Python process group inside Dynamo ("UnsafeScriptObjectError ... '_verify'

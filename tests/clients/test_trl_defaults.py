@@ -1,11 +1,11 @@
-"""Issue 13 item 5: TRL's defaults on a 4-core instance, through TRL's own entry points.
+"""TRL's defaults on a 4-core instance, through TRL's own entry points.
 
 * `python -m trl.scripts.sft` in one process: TRL's default `device_map="auto"` used to spread the tiny
   model over the 4 visible cores and fail in the loss ("neuron:2 and neuron:0"); it now trains on the
   current core (torch_neuronx/integrations/trl_device_map.py) and its losses equal `--use_cpu true`'s.
 * `trl sft` with 2 visible cores launches 2 MULTI_NEURON processes (accelerate counts the cores as it counts
   GPUs); each rank trains on its own core, and 2 ranks x 1 sequence give the one-process 2-sequence losses.
-* the seed's explicit `device_map: None` (`--model_init_kwargs`) keeps working.
+* an explicit `device_map: None` (`--model_init_kwargs`) keeps working.
 All runs start at once.
 """
 from __future__ import annotations
@@ -72,7 +72,7 @@ def test_losses_equal_cpu(runs, name):
 
 
 def test_default_device_map_places_like_an_explicit_single_core(runs):
-    # TRL's default now gives the model one core, as the seed's device_map None does: the same run, bit for bit
+    # TRL's default now gives the model one core, as an explicit device_map None does: the same run, bit for bit
     assert runs["neuron"]["losses"] == runs["seed_device_map_none"]["losses"]
 
 

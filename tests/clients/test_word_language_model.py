@@ -1,4 +1,4 @@
-"""Issue 13 item 6: pytorch/examples' word_language_model trains on neuron with `--accel`, losses as on CPU.
+"""pytorch/examples' word_language_model trains on neuron with `--accel`, losses as on CPU.
 
 tests/clients/programs/word_language_model.py is the example's program (its command line, RNNModel,
 batchify/get_batch/repackage_hidden, clip_grad_norm_, the hand-written SGD step, torch.save/torch.load of

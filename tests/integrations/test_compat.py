@@ -1,4 +1,4 @@
-"""Item 5: the sweep command end to end on two architectures, and its hung/crashed worker handling."""
+"""The sweep command end to end on two architectures, and its hung/crashed worker handling."""
 from __future__ import annotations
 
 import json

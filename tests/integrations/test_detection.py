@@ -1,4 +1,4 @@
-"""Item 1: the libraries detect neuron after a plain install, without `import torch_neuronx` and
+"""The libraries detect neuron after a plain install, without `import torch_neuronx` and
 without torch_xla; the adapters are in place before the libraries are used."""
 from __future__ import annotations
 

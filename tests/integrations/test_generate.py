@@ -1,4 +1,4 @@
-"""Item 2 (generation): greedy and sampling, dynamic cache (eager) and static cache (decode compiled
+"""Greedy and sampling, dynamic cache (eager) and static cache (decode compiled
 with backend "neuron"), prefill_chunk_size, left padding with pad_to_multiple_of, bf16. Greedy tokens
 must equal CPU's for the same weights."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Item 2 (loading): from_pretrained with every form of device_map, and the bad-input messages."""
+"""from_pretrained with every form of device_map, and the bad-input messages."""
 from __future__ import annotations
 
 import pytest

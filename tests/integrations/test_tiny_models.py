@@ -1,4 +1,4 @@
-"""Item 4: offline tiny models and tokenizer."""
+"""Offline tiny models and tokenizer."""
 from __future__ import annotations
 
 from transformers import AutoConfig

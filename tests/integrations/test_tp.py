@@ -1,4 +1,4 @@
-"""Item 3: the TP generation example under torchrun; greedy tokens equal single-process CPU's.
+"""The TP generation example under torchrun; greedy tokens equal single-process CPU's.
 
 Two ranks only: each rank holds a shard of every projection and the decode step's all-reduces run over the
 neuron process group exactly as with four (the tiny model's 8 heads divide 2, 4 and 8 alike), and a 4-rank

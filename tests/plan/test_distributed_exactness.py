@@ -1,4 +1,4 @@
-"""Issue 16 item 7 (distributed half): a dry run of TP2 x FSDP2 on 4 ranks, each rank alone with the
+"""A dry run of TP2 x FSDP2 on 4 ranks, each rank alone with the
 fake process group of the full world, matches the real 4-rank run: per-core peak device memory within
 1%, and the same collectives (kind, bytes, group ranks) in the same order; eager, and with a compiled
 activation (the dry run runs Inductor's program with no-op kernels, plan/compiled.py: op by op, its

@@ -1,4 +1,4 @@
-"""Issue 6, bad input: a model that does not fit the NeuronCore's HBM stops the SFT run early, on every
+"""Bad input: a model that does not fit the NeuronCore's HBM stops the SFT run early, on every
 rank, with a message naming the core, the sizes and the settings that would make it fit.
 
 TORCH_NEURONX_HBM_BYTES_PER_CORE shrinks every core below the tiny model's embedding table (80 KiB in

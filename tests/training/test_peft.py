@@ -1,4 +1,4 @@
-"""Issue 6, item 6: LoRA fine-tuning on neuron with PEFT, through TRL's SFTTrainer and a manual loop.
+"""LoRA fine-tuning on neuron with PEFT, through TRL's SFTTrainer and a manual loop.
 
 Reference is the same code on CPU. Adapters are saved both unmerged (the PeftModel's adapter files) and
 merged into the base weights, then reloaded on CPU with the standard loaders.

@@ -1,4 +1,4 @@
-"""Issue 6: the seed's TRL SFT script on neuron, one process and TP x FSDP, against a CPU run."""
+"""The TRL SFT example script on neuron, one process and TP x FSDP, against a CPU run."""
 from __future__ import annotations
 
 import json
