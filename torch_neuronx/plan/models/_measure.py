@@ -79,21 +79,21 @@ class Region:
     def flops(self, start: int = 0, end: int | None = None) -> int:
         return sum(e.flops for e in self.est.events[start:end])
 
-    def flops_by_category(self, start: int = 0, end: int | None = None) -> dict[str, int]:
-        """FLOPs per category (matmul, attention, graph) of this core: the shapes its ops really ran."""
+    def _sum_by_category(self, field: str, start: int, end: int | None) -> dict[str, int]:
         out: dict[str, int] = {}
         for e in self.est.events[start:end]:
-            if e.flops:
-                out[e.category] = out.get(e.category, 0) + e.flops
+            value = getattr(e, field)
+            if value:
+                out[e.category] = out.get(e.category, 0) + value
         return out
+
+    def flops_by_category(self, start: int = 0, end: int | None = None) -> dict[str, int]:
+        """FLOPs per category (matmul, attention, graph) of this core: the shapes its ops really ran."""
+        return self._sum_by_category("flops", start, end)
 
     def bytes_by_category(self, start: int = 0, end: int | None = None) -> dict[str, int]:
         """HBM bytes per category this core's ops read and wrote (collectives: the bytes they move)."""
-        out: dict[str, int] = {}
-        for e in self.est.events[start:end]:
-            if e.bytes:
-                out[e.category] = out.get(e.category, 0) + e.bytes
-        return out
+        return self._sum_by_category("bytes", start, end)
 
     def by_category(self, start: int = 0, end: int | None = None) -> dict[str, float]:
         out: dict[str, float] = {}
