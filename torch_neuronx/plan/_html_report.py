@@ -305,18 +305,24 @@ def model_page(r: dict) -> str:
     sections = [_section("Summary", summary, "summary"),
                 _section("HBM per core at the peak", memory_bars([("neuron:0", parts, peak, cap)]), "memory"),
                 _section("Time by kind of work (estimated)", bars(kinds, palette=palette), "time-breakdown")]
+    sections += _detail_sections(r, r.get("collective_groups") or r.get("collectives") or {}, palette)
+    return _page(title, r["fits"], _assume_html(mode, r.get("assumptions_overridden")), sections)
+
+
+def _detail_sections(r: dict, coll: dict, palette=None) -> list[str]:
+    """The sections both pages end with: one core's timeline, collectives per group, host syncs, notes."""
+    out = []
     if r.get("timeline"):
-        sections.append(_section("Estimated timeline of one core", timeline_svg(r["timeline"], palette),
-                                 "timeline-section"))
-    coll = r.get("collective_groups") or r.get("collectives") or {}
+        timeline = timeline_svg(r["timeline"], palette) if palette is not None else timeline_svg(r["timeline"])
+        out.append(_section("Estimated timeline of one core", timeline, "timeline-section"))
     if coll:
-        sections.append(_section("Collectives per group", _table(
+        out.append(_section("Collectives per group", _table(
             ["kind", "group (global ranks)", "calls", "bytes", "seconds"], _collectives_rows(coll),
             numeric=(2, 3, 4)), "collectives"))
-    sections.append(_section(f"Host syncs: {number(r.get('host_sync_count') or 0)}", _syncs(r), "host-syncs"))
+    out.append(_section(f"Host syncs: {number(r.get('host_sync_count') or 0)}", _syncs(r), "host-syncs"))
     if r.get("notes"):
-        sections.append(_section("Notes", notes_list(r["notes"]), "notes"))
-    return _page(title, r["fits"], _assume_html(mode, r.get("assumptions_overridden")), sections)
+        out.append(_section("Notes", notes_list(r["notes"]), "notes"))
+    return out
 
 
 def dry_run_page(r: dict) -> str:
@@ -355,16 +361,7 @@ def dry_run_page(r: dict) -> str:
     sections = [_section("Summary", summary, "summary"),
                 _section("HBM per core at the peak", memory_bars(cores) if cores else "-", "memory"),
                 _section("Time breakdown (estimated)", bars(sorted(items, key=lambda kv: -kv[1])), "time-breakdown")]
-    if r.get("timeline"):
-        sections.append(_section("Estimated timeline of one core", timeline_svg(r["timeline"]), "timeline-section"))
-    coll = (r.get("distributed") or {}).get("collectives") or {}
-    if coll:
-        sections.append(_section("Collectives per group", _table(
-            ["kind", "group (global ranks)", "calls", "bytes", "seconds"], _collectives_rows(coll),
-            numeric=(2, 3, 4)), "collectives"))
-    sections.append(_section(f"Host syncs: {number(r['host_sync_count'])}", _syncs(r), "host-syncs"))
-    if r.get("notes"):
-        sections.append(_section("Notes", notes_list(r["notes"]), "notes"))
+    sections += _detail_sections(r, (r.get("distributed") or {}).get("collectives") or {})
     overridden = (r.get("assumptions") or {}).get("overridden")
     verdict = merged["fits"] if merged else r["fits"]
     return _page(f"plan run on {r['instance']} (LNC={r['lnc']})", verdict, _assume_html(mode, overridden), sections)
