@@ -37,25 +37,47 @@ def test_statistics_are_the_stated_formulas():
 
 def test_fit_and_leave_one_out():
     """Three TTFT rows planned 1.25x slow and one 2x slow, all TensorE-bound: the fitted
-    matmul_efficiency is the default x their geometric mean; each row's leave-one-out ratio comes
-    from the fit on the other three."""
+    matmul_efficiency is the default x their median ratio (least absolute log deviations: the 2x
+    row does not pull it); each row's leave-one-out ratio comes from the fit on the other three."""
     row = calibrate.Row("a", "https://x", "r", "Llama-2-7b", "trn1.32xlarge", 1, 32, 1, 1, 1, 4096, 128, 128,
                         "ttft_ms", 10.0, "")
     ratios = [1.25, 1.25, 1.25, 2.0]
-    items = [(replace(row, id=f"r{i}"), r, 1.0) for i, r in enumerate(ratios)]
+    items = [calibrate.Observed(replace(row, id=f"r{i}"), r, 1.0) for i, r in enumerate(ratios)]
     defaults = replace(DEFAULTS, matmul_efficiency=0.5)
     out = calibrate.fit(items, defaults)
-    geo = math.exp(sum(math.log(r) for r in ratios) / 4)
-    assert out["constants"]["matmul_efficiency"]["fitted"] == pytest.approx(0.5 * geo, abs=0.002)
+    assert out["constants"]["matmul_efficiency"]["fitted"] == pytest.approx(0.5 * 1.25, abs=0.002)
     assert out["rows"]["r3"]["leave_one_out"] == pytest.approx(2.0 / 1.25, rel=0.005)   # the others fit 1.25x
-    others = math.exp((2 * math.log(1.25) + math.log(2.0)) / 3)
-    assert out["rows"]["r0"]["leave_one_out"] == pytest.approx(1.25 / others, rel=0.005)
+    assert out["rows"]["r0"]["leave_one_out"] == pytest.approx(1.0, rel=0.005)          # median of 1.25, 1.25, 2
     # an efficiency never exceeds 1: plans 4x slow at efficiency 0.5 fit 1, not 2
-    capped = calibrate.fit([(replace(row, id=f"c{i}"), 4.0, 1.0) for i in range(3)], defaults)
+    capped = calibrate.fit([calibrate.Observed(replace(row, id=f"c{i}"), 4.0, 1.0) for i in range(3)], defaults)
     assert capped["constants"]["matmul_efficiency"]["fitted"] == pytest.approx(1.0)
     # too few rows to fit: the constant stays at its default
     few = calibrate.fit(items[:2], defaults)
     assert few["constants"]["matmul_efficiency"]["fitted"] == 0.5 and few["rows"]["r0"]["fitted"] == 1.25
+
+
+def test_reduction_start_up_is_fitted_on_every_row_with_reducing_collectives():
+    """Decode rows whose published time is the plan's plus 75 us per all-reduce (different counts
+    and graph times): the fit recovers a start-up of default + 75 us, which makes every row exact
+    and predicts each row left out; a row without reducing collectives does not move it."""
+    row = calibrate.Row("a", "https://x", "r", "Llama-2-7b", "trn1.32xlarge", 1, 32, 1, 1, 1, 4096, 128, 128,
+                        "tpot_ms", 10.0, "")
+    defaults = DEFAULTS
+    extra = 75e-6
+    items = []
+    for i, (n, seconds) in enumerate([(65, 2.2e-3), (161, 7.8e-3), (65, 2.4e-3), (129, 4.0e-3)]):
+        items.append(calibrate.Observed(replace(row, id=f"d{i}"), seconds / (seconds + n * extra), 0.0, n, seconds))
+    items.append(calibrate.Observed(replace(row, id="train", metric="sequences_per_s"), 1.0, 1.0, 0, 1.0))
+    out = calibrate.fit(items, defaults)
+    fitted = out["constants"]["reduction_launch_s"]
+    assert fitted["rows"] == 4
+    assert fitted["fitted"] == pytest.approx(defaults.reduction_launch_s + extra, abs=0.5e-6)
+    for r in out["rows"].values():
+        assert r["fitted"] == pytest.approx(1.0, abs=0.01) and r["leave_one_out"] == pytest.approx(1.0, abs=0.01)
+    # the setting that plans with the fit names the constants that moved
+    result = {"constants": out["constants"]}
+    assert calibrate.assumptions_setting(result).startswith("`TORCH_NEURONX_ESTIMATE_ASSUMPTIONS=")
+    assert "reduction_launch_s=" in calibrate.assumptions_setting(result)
 
 
 def test_a_row_is_planned_by_the_planner_command(tmp_path):
@@ -74,6 +96,13 @@ def test_a_row_is_planned_by_the_planner_command(tmp_path):
     assert by_id["tiny-ttft"]["ratio"] == pytest.approx(entry["report"]["ttft_ms"] / 1.0)
     assert by_id["tiny-tpot"]["ratio"] == pytest.approx(entry["report"]["tpot_ms"] / 0.5)
     assert result["rows_compared"] == 2 and "planned/published" in calibrate.markdown(result)
+    # each metric is compared with its graph: TTFT with the CTE's time and collectives, TPOT with the TKG's
+    graphs = entry["report"]["graphs"]
+    breakdown, count, seconds = calibrate._phase(ttft, entry["report"])
+    assert breakdown == graphs["context_encoding"]["time_breakdown_s"]
+    assert count == graphs["context_encoding"]["collectives"]["all_reduce"]["count"] > 0   # the reducing ones
+    assert seconds == pytest.approx(graphs["context_encoding"]["seconds"], rel=0.01)
+    assert calibrate._phase(tpot, entry["report"])[0] == graphs["token_generation"]["time_breakdown_s"]
     # a layout the planner refuses is listed with its reason, not compared
     bad = replace(ttft, id="bad", tp=3)
     refused = calibrate.plan_row(bad, tiny, timeout=600)

@@ -22,7 +22,7 @@ import neuron_hardware
 from torch_neuronx.plan.models import _serving as serving
 from torch_neuronx.plan.__main__ import main as plan_main
 
-ZERO_LAUNCH = "graph_launch_s=0,eager_launch_s=0,collective_launch_s=0,host_sync_s=0,hbm_efficiency=1"
+ZERO_LAUNCH = "graph_launch_s=0,eager_launch_s=0,collective_launch_s=0,reduction_launch_s=0,host_sync_s=0,hbm_efficiency=1"
 INSTANCE, LNC = "trn2.3xlarge", 2
 # matmuls of 2048 x 2048 and more (memory-bound at one token); as many KV heads as heads, so the
 # cache is read as it is stored (no grouped-query copies)
@@ -158,6 +158,8 @@ def test_formulas_of_the_two_serving_modes():
     (["--prefill-chunk-size", "0"], "--prefill-chunk-size must be a positive integer"),
     (["--max-model-len", "10"], "--max-model-len 10 is shorter than --input-tokens + --output-tokens = 144"),
     (["--mode", "eager", "--concurrency", "2"], "--concurrency plans the deployed mode"),
+    (["--mode", "eager", "--sequence-parallel"], "--sequence-parallel plans the deployed mode"),
+    (["--sequence-parallel"], "--sequence-parallel splits the prompt over the TP ranks: it needs --tp 2"),
 ])
 def test_bad_flags_stop_with_the_reason(argv, message, tiny_config_dir, plan_env, capsys):
     with pytest.raises(SystemExit) as stop:
@@ -203,6 +205,48 @@ def test_tp_beyond_the_kv_heads_replicates_them_in_the_static_cache(tmp_path):
     r, _ = _plan(tmp_path, config, "--tp", "4", name="tp4")
     assert r["fits"] and r["kv_head_copies"] == 2 and r["kv_heads_per_rank"] == 1
     assert r["memory_breakdown_bytes_per_core"]["kv_cache"] == 2 * 2 * 1 * 128 * CACHE * 2   # K and V, layers, 1 head
+
+
+def test_tp_that_does_not_divide_the_heads_plans_the_padded_program(tmp_path):
+    """TP 4 over 6 heads and 8,190 tokens (as NxD Inference runs Llama-2-13B's 40 heads and
+    CodeLlama's 32,016 tokens at TP 32): the heads are padded to 8 with zero heads (in a multi-head
+    model the KV heads with them) and the vocabulary to 8,192. The padded program is an 8-head model
+    of the same head size and an 8,192-token vocabulary: it takes the same time and cache; the
+    parameter count stays the real model's."""
+    six = _config(num_attention_heads=6, num_key_value_heads=6, vocab_size=8190)
+    eight = _config(num_attention_heads=8, num_key_value_heads=8, vocab_size=8192)
+    padded, text = _plan(tmp_path, six, "--tp", "4", name="six")
+    same, _ = _plan(tmp_path, eight, "--tp", "4", name="eight")
+    assert padded["attention_heads_padded"] == {"heads": 6, "padded_to": 8, "kv_heads": 6, "kv_padded_to": 8}
+    assert padded["vocab_padded"] == {"vocab_size": 8190, "padded_to": 8192}
+    assert "6 padded to 8" in text and "8190 padded to 8192" in text
+    assert padded["parameters"] == _param_count(six)
+    assert padded["memory_breakdown_bytes_per_core"]["kv_cache"] == same["memory_breakdown_bytes_per_core"]["kv_cache"]
+    for key in ("ttft_ms", "tpot_ms"):
+        assert padded[key] == pytest.approx(same[key], rel=0.01), key
+    # training does not pad: the same layout stops with the TP sizes that work
+    p = subprocess.run([sys.executable, "-m", "torch_neuronx.plan", "train", "--config", str(tmp_path / "six-config"),
+                        "--instance", INSTANCE, "--lnc", str(LNC), "--tp", "4", "--seq-len", "16"],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 2 and "--tp 4 does not divide the model's num_attention_heads=6" in p.stderr
+
+
+def test_sequence_parallel_context_encoding(tmp_path):
+    """--sequence-parallel (NxD Inference's sequence_parallel_enabled): the CTE's all-reduces become a
+    reduce-scatter and an all-gather of the same bytes, its matmul FLOPs are unchanged and its
+    norms and residuals run on 1/TP of the prompt, so the graph is cheaper; the decode step is the
+    tensor-parallel one."""
+    config = _config()
+    tp, sp = (_plan(tmp_path, config, "--tp", "4", *flags, name=name)[0]
+              for name, flags in (("tp", ()), ("sp", ("--sequence-parallel",))))
+    assert sp["sequence_parallel"] is True and tp["sequence_parallel"] is False
+    plain, split = tp["graphs"]["context_encoding"], sp["graphs"]["context_encoding"]
+    assert "all_reduce" not in split["collectives"]
+    assert split["collectives"]["reduce_scatter"]["count"] == plain["collectives"]["all_reduce"]["count"]
+    assert split["collectives"]["reduce_scatter"]["bytes"] == plain["collectives"]["all_reduce"]["bytes"]
+    assert split["flops"] == pytest.approx(plain["flops"], rel=0.01)
+    assert split["time_breakdown_s"]["graph"] < plain["time_breakdown_s"]["graph"]
+    assert sp["graphs"]["token_generation"] == tp["graphs"]["token_generation"]
 
 
 def test_a_deep_model_at_batch_1_plans_after_its_full_depth_model_is_freed(tmp_path):

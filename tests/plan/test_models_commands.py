@@ -121,3 +121,20 @@ def test_zero1_with_fsdp_is_refused_with_the_fix(tiny_config_dir, plan_env, tmp_
     assert err.value.code == 2
     message = capsys.readouterr().err
     assert "--zero1 with --fsdp 2" in message and "--tp N --dp M" in message
+
+
+def test_an_instance_with_more_cores_than_a_process_addresses_plans(tiny_config_dir, tmp_path):
+    """trn3.48xlarge at LNC=1 has 128 logical cores, one more than a PyTorch process can address:
+    the plan's process sees the first 127 (it runs rank 0's program on neuron:0) and plans the
+    whole instance's layout."""
+    out = tmp_path / "plan.json"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TORCH_NEURONX_INSTANCE_TYPE", "NEURON_LOGICAL_NC_CONFIG", "NEURON_RT_VISIBLE_CORES",
+                        "NEURON_RT_NUM_CORES", "TORCH_NEURONX_DRY_RUN")}
+    p = subprocess.run([sys.executable, "-m", "torch_neuronx.plan", "generate", "--config", tiny_config_dir,
+                        "--instance", "trn3.48xlarge", "--lnc", "1", "--tp", "2", "--input-tokens", "16",
+                        "--output-tokens", "2", "--quiet", "--json", str(out)],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    r = json.loads(out.read_text())
+    assert (r["world_size"], r["tp"], r["replicas"]) == (128, 2, 64) and r["fits"]

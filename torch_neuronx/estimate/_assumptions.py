@@ -54,9 +54,15 @@ class Assumptions:
     # Fraction of NeuronLink bandwidth a ring collective sustains (nccom-test shows busbw far below
     # link rates for small sizes; for large ones no figure for trn2 is published).
     neuronlink_efficiency: float = 0.8
-    # Fixed start-up of any collective (CC-core programming): nccom-test's 2-rank 1 KiB all-reduce
-    # takes 58 us in the old example, 6 us in the newer one (docs/hardware-sources.md C3); we take the newer order.
+    # Fixed start-up of a collective that only moves data (CC-core programming): nccom-test's 1 KiB
+    # all-gather takes 6-10 us on 8 and on 32 ranks (docs/hardware-sources.md C3).
     collective_launch_s: float = 5e-6
+    # Fixed start-up of a collective that reduces (all_reduce, reduce_scatter, reduce): nccom-test's
+    # 2-rank all-reduce takes 58 us at 1 KiB and 68 us at 1 MiB (C3), ten times a 1 KiB all-gather:
+    # the reduction's fixed cost. We take 58 us, for reduce-scatter as well (no published figure).
+    # The calibration against published decode steps, whose time beyond their weights' HBM reads is
+    # one small all-reduce per block, fits 50-90 us (docs/calibration.md).
+    reduction_launch_s: float = 58e-6
     # Cost of one host sync (.item(), .cpu(), print of a device value) in a dry run's estimate:
     # the host waits for the queue to drain, so the next launch's synchronous host overhead is no
     # longer hidden by asynchronous enqueue: vLLM-Neuron's 437 us per NEFF execution (docs/hardware-sources.md C4).

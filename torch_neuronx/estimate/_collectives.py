@@ -15,8 +15,9 @@ collectives, docs/hardware-sources.md C5): an all_gather / reduce_scatter below 
 (2 steps), from 1 to 56 MB RDH (an intra-chip step + log2(chips) steps), above that a ring (n-1
 steps); an all_reduce is a reduce_scatter and an all_gather (twice the steps). All three move the
 ring's bytes (Mesh's link over-subscription is ignored: it runs only where latency dominates).
-Across instances (EFA) and for the other kinds: a ring. time = collective_launch_s + steps x step
-latency + bytes moved / bandwidth. Ignored: contention with compute DMA, CC-core scheduling,
+Across instances (EFA) and for the other kinds: a ring. time = start-up + steps x step latency +
+bytes moved / bandwidth, the start-up reduction_launch_s for a collective that reduces
+(all_reduce, reduce_scatter, reduce) and collective_launch_s for the others. Ignored: contention with compute DMA, CC-core scheduling,
 KangaRing's fewer HBM touches, the hierarchical split of groups spanning instances.
 """
 from __future__ import annotations
@@ -81,6 +82,7 @@ def _steps_and_traffic(kind: str, n: int, nbytes: int) -> tuple[int, float]:
 
 
 _STAGED = ("all_reduce", "all_gather", "reduce_scatter")
+REDUCING = ("all_reduce", "reduce_scatter", "reduce")   # start with reduction_launch_s
 
 
 def intra_instance_steps(kind: str, n: int, nbytes: int, chips: int, ring_steps: int) -> tuple[int, str]:
@@ -140,7 +142,8 @@ def collective_estimate(kind: str, nbytes: int, group_size: int, *, where: str |
         lat, algo = a.efa_step_latency_s, "ring across instances over EFA"
     else:
         raise ValueError(f"where={where!r} is not a placement; use chip, neuronlink or efa")
-    latency = a.collective_launch_s + steps * lat if group_size > 1 else 0.0
+    start = a.reduction_launch_s if kind in REDUCING else a.collective_launch_s
+    latency = start + steps * lat if group_size > 1 else 0.0
     transfer = traffic / bw if traffic else 0.0
     return CollectiveEstimate(name or kind, kind, latency + transfer, int(nbytes), group_size, where,
                               algo, latency, transfer, bw if bw != float("inf") else 0.0,

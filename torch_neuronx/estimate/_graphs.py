@@ -27,6 +27,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from . import _formulas as formulas, recorders
 from .hardware import Hardware
 from ._ops import op_estimate
+from ._subclasses import wrapper_subclass
 
 
 @dataclass
@@ -70,6 +71,11 @@ class _Recorder(TorchDispatchMode):
         self.phase = "forward"
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if any(t is not torch.Tensor and t is not torch.nn.Parameter for t in types) \
+                and wrapper_subclass(args, kwargs):
+            # a DTensor op (torch's tensor-parallel styles) carries global shapes: let the subclass
+            # run, and record the local ops it runs on this core's shards (as the eager mode does)
+            return NotImplemented
         out = func(*args, **(kwargs or {}))
         self.calls.append((func, args, kwargs or {}, out, self.phase))
         return out

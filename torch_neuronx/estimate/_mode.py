@@ -13,20 +13,9 @@ from torch.utils._pytree import tree_flatten
 
 from . import _eager as eager, _fallbacks as fallbacks, _formulas as formulas, recorders
 from ._ops import op_estimate
+from ._subclasses import wrapper_subclass
 
 _NEURON = "privateuseone"
-_PLAIN_DISPATCH = torch.Tensor.__torch_dispatch__   # plain tensors and Parameters do not override it
-
-
-def _wrapper_subclass(args, kwargs) -> bool:
-    """An argument is a tensor subclass with its own dispatch (DTensor, FSDP's and TP's shards, ...),
-    other than FakeTensor (tracing): the subclass must dispatch first, so that the ops it runs on its
-    local tensors, the shapes a core really computes, are the ones estimated."""
-    for t in tree_flatten((args, kwargs))[0]:
-        if isinstance(t, torch.Tensor) and type(t).__torch_dispatch__ is not _PLAIN_DISPATCH \
-                and not isinstance(t, torch._subclasses.FakeTensor):
-            return True
-    return False
 
 
 def _device_of(leaves, include_fake: bool) -> int | None:
@@ -64,7 +53,7 @@ class EstimateMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if any(t is not torch.Tensor and t is not torch.nn.Parameter for t in types) \
-                and _wrapper_subclass(args, kwargs):
+                and wrapper_subclass(args, kwargs):
             # A DTensor op carries global shapes: costing it here charged every TP rank the whole
             # matmul. Let the subclass run; its local ops (this core's shards) come back to this mode.
             return NotImplemented

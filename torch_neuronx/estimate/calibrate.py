@@ -4,6 +4,7 @@
     python -m torch_neuronx.estimate.calibrate --plan-missing  # plan the rows not cached yet
     python -m torch_neuronx.estimate.calibrate --recompute     # re-plan every row (slow: full size)
     python -m torch_neuronx.estimate.calibrate --rows ID,ID --json out.json
+    python -m torch_neuronx.estimate.calibrate --exclude 'REGEX'      # leave matching row ids out
 
 Rows (calibration/published.csv) are public results with their source and release; model
 architectures (calibration/models.json) are the models' public config.json figures. Each distinct
@@ -13,13 +14,15 @@ refuses the layout. The table gives planned / published per row (a time ratio: a
 is slower than Trainium), the median |log ratio| and the share of rows within 1.25x and 1.5x.
 
 Fitted constants, each a named assumption with a physical meaning, never per model or layout:
-matmul_efficiency (the fraction of TensorEngine peak real kernels sustain) from the rows whose
-time is mostly TensorEngine work (TTFT, training throughput) and hbm_efficiency (the fraction of
-HBM bandwidth) from the decode rows (TPOT). A fitted value rescales only the part of the planned
-time its constant bounds (the plan's time by category: matmul and attention for the TensorEngine,
-every device category but collectives and launches for HBM-bound decode), as 1 / efficiency;
-the value minimises the squared log ratios of its rows. Leave-one-out figures refit without the
-row they predict. See docs/calibration.md.
+matmul_efficiency (the fraction of TensorEngine peak real kernels sustain) on the rows whose time
+is mostly TensorEngine work (TTFT, training throughput), hbm_efficiency (the fraction of HBM
+bandwidth) on the decode rows (TPOT), and reduction_launch_s (the fixed start-up of a collective
+that reduces: all-reduce, reduce-scatter) on every row whose plan has them. An efficiency rescales only the part of the
+planned time it bounds (the plan's time by category, of the graph the metric measures: the CTE
+for TTFT, the TKG for TPOT, the step for training), as 1 / efficiency; a start-up moves the planned
+time by its change times the graph's reducing collectives. The three minimise the sum of |log ratio| over
+the rows together; leave-one-out figures refit without the row they predict. The fitted values
+are reported with the setting that plans with them, not applied. See docs/calibration.md.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ import json
 import math
 import os
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -36,6 +40,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from ._collectives import REDUCING
 
 HERE = Path(__file__).resolve().parent / "calibration"
 ROWS = HERE / "published.csv"
@@ -48,7 +54,6 @@ METRICS = {
     "tpot_ms": ("tpot_ms", "time", "hbm_efficiency"),
     "sequences_per_s": ("sequences_per_s", "rate", "matmul_efficiency"),
 }
-DECODE_STEPS_PLANNED = 3     # TPOT is the mean decode step: a few steps measure it
 
 
 @dataclass
@@ -69,6 +74,7 @@ class Row:
     metric: str
     published: float
     notes: str
+    plan_flags: str = ""    # planner flags the source's configuration needs (its notes say why)
 
     @property
     def excluded(self) -> bool:
@@ -84,7 +90,8 @@ class Row:
                     f"pp={self.pp} global_batch={self.batch} seq={self.seq_len} zero1={'ZeRO-1' in self.notes} "
                     f"checkpointing={'checkpointing' in self.notes}")
         return (f"generate {self.model} {self.instance} nodes={self.nodes} tp={self.tp} batch={self.batch} "
-                f"input={self.input_tokens}")
+                f"input={self.input_tokens} output={self.output_tokens} seq={self.seq_len}"
+                + (f" {self.plan_flags}" if self.plan_flags else ""))
 
 
 def load_rows(path: Path = ROWS) -> list[Row]:
@@ -97,7 +104,7 @@ def load_rows(path: Path = ROWS) -> list[Row]:
             rows.append(Row(r["id"], r["source"], r["release"], r["model"], r["instance"], int(r["nodes"]),
                             int(r["tp"]), int(r["dp"]), int(r["pp"]), int(r["batch"]), int(r["seq_len"]),
                             num(r["input_tokens"]), num(r["output_tokens"]), r["metric"], float(r["published"]),
-                            r["notes"]))
+                            r["notes"], r.get("plan_flags") or ""))
     return rows
 
 
@@ -126,8 +133,11 @@ def plan_argv(row: Row, config_dir: str, out: str) -> list[str]:
         if "checkpointing" in row.notes:
             argv.append("--gradient-checkpointing")
         return argv
+    # the deployed plan compiles one CTE and one TKG step over a static cache of the source's
+    # sequence length (what the decode step attends), so the whole generation costs no more to plan
     return ["generate", *common, "--batch", str(row.batch), "--input-tokens", str(row.input_tokens),
-            "--output-tokens", str(DECODE_STEPS_PLANNED)]
+            "--output-tokens", str(row.output_tokens), "--max-model-len", str(row.seq_len),
+            *shlex.split(row.plan_flags)]
 
 
 def plan_row(row: Row, models: dict, *, timeout: float = 1800.0, env: dict | None = None) -> dict:
@@ -151,7 +161,11 @@ def plan_row(row: Row, models: dict, *, timeout: float = 1800.0, env: dict | Non
                     "planning_wall_s": wall}
         report = json.loads(Path(out).read_text())
     keep = {k: report.get(k) for k in ("ttft_ms", "tpot_ms", "sequences_per_s", "tokens_per_s", "step_time_s",
-                                       "mfu", "fits", "oom", "time_breakdown_s", "parameters", "world_size")}
+                                       "mfu", "fits", "oom", "time_breakdown_s", "collectives", "parameters", "world_size",
+                                       "attention_heads_padded", "vocab_padded")}
+    if report.get("graphs"):   # per graph (CTE, TKG): its time by category and its collectives
+        keep["graphs"] = {name: {k: g.get(k) for k in ("seconds", "time_breakdown_s", "collectives")}
+                          for name, g in report["graphs"].items()}
     return {"report": keep, "argv": argv, "planning_wall_s": wall}
 
 
@@ -191,10 +205,11 @@ def summary(ratios: list[float]) -> dict:
             "within_1.5x": sum(x <= math.log(1.5) + 1e-12 for x in logs) / len(logs)}
 
 
-_BOUND = {   # the plan's time categories each constant bounds (see the module docstring)
+_BOUND = {   # the plan's time categories each efficiency bounds (see the module docstring)
     "matmul_efficiency": lambda cat: cat in ("matmul", "attention", "graph"),
     "hbm_efficiency": lambda cat: not (cat.startswith("collective") or cat == "launch"),
 }
+LATENCY = "reduction_launch_s"     # the fixed start-up of a reducing collective, fitted on every row
 
 
 def bound_share(constant: str, breakdown: dict | None) -> float:
@@ -206,38 +221,92 @@ def bound_share(constant: str, breakdown: dict | None) -> float:
 
 
 def rescaled(ratio: float, share: float, default: float, value: float) -> float:
-    """A row's time ratio with its constant at `value` instead of `default`."""
+    """A row's time ratio with its efficiency at `value` instead of `default`."""
     return ratio * (1 - share + share * default / value)
 
 
+@dataclass(frozen=True)
+class Observed:
+    """A compared row and what of its planned time each constant moves."""
+    row: Row
+    ratio: float             # planned / published, as times
+    share: float             # the share of the planned time the row's efficiency bounds
+    collectives: int = 0     # reducing collectives in the planned graph (CTE or TKG) or training step
+    seconds: float = 0.0     # that graph's or step's planned time
+
+    @property
+    def efficiency(self) -> str:
+        return METRICS[self.row.metric][2]
+
+
+def predicted(o: Observed, defaults, values: dict) -> float:
+    """`o`'s time ratio with the constants at `values` (the defaults where absent): its efficiency
+    rescales the share it bounds as 1 / efficiency; each reducing collective's start-up moves the
+    planned time by the change in reduction_launch_s."""
+    name = o.efficiency
+    ratio = rescaled(o.ratio, o.share, getattr(defaults, name), values.get(name, getattr(defaults, name)))
+    if o.collectives and o.seconds > 0:
+        delta = values.get(LATENCY, getattr(defaults, LATENCY)) - getattr(defaults, LATENCY)
+        ratio += o.ratio * o.collectives * delta / o.seconds
+    return ratio
+
+
 MIN_ROWS_TO_FIT = 3     # fewer rows than this leave a constant at its default (reported as such)
+GRIDS = {"matmul_efficiency": [0.05 + 0.0025 * k for k in range(381)],      # 0.05 .. 1.0
+         "hbm_efficiency": [0.05 + 0.0025 * k for k in range(381)],
+         LATENCY: [0.5e-6 * k for k in range(601)]}                          # 0 .. 300 us
 
 
-def fit_value(items: list[tuple[float, float]], default: float) -> float:
-    """The efficiency in (0.05, 1] minimising the squared log ratios of (ratio, share) rows; the
-    default when there are fewer than MIN_ROWS_TO_FIT rows."""
-    if len(items) < MIN_ROWS_TO_FIT:
-        return default
-    grid = [0.05 + 0.0025 * k for k in range(381)]       # 0.05 .. 1.0
-    return min(grid, key=lambda v: sum(math.log(rescaled(r, s, default, v)) ** 2 for r, s in items))
+def _informs(o: Observed, name: str) -> bool:
+    return (o.collectives > 0 and o.seconds > 0) if name == LATENCY else o.efficiency == name
 
 
-def fit(rows_ratios: list[tuple["Row", float, float]], defaults) -> dict:
-    """rows_ratios: (row, ratio, share of its time its constant bounds). Per constant: the fitted
-    value; per row: its fitted and leave-one-out ratio."""
-    by_constant: dict[str, list] = {}
-    for row, r, share in rows_ratios:
-        by_constant.setdefault(METRICS[row.metric][2], []).append((row, r, share))
-    constants, per_row = {}, {}
-    for name, items in by_constant.items():
-        default = getattr(defaults, name)
-        value = fit_value([(r, s) for _, r, s in items], default)
-        constants[name] = {"default": default, "fitted": value, "rows": len(items)}
-        for i, (row, r, s) in enumerate(items):
-            loo = fit_value([(x, y) for j, (_, x, y) in enumerate(items) if j != i], default)
-            per_row[row.id] = {"fitted": rescaled(r, s, default, value),
-                               "leave_one_out": rescaled(r, s, default, loo), "fitted_value_loo": loo}
+def fit_values(observed: list[Observed], defaults) -> dict:
+    """The constants minimising the sum of |log ratio| over `observed` (least absolute deviations: a
+    few rows the model cannot explain move the fit no more than any other row, and the table's
+    headline is the median |log ratio|), by coordinate descent over each constant's grid; a constant
+    fewer than MIN_ROWS_TO_FIT rows inform stays at its default."""
+    names = [n for n in GRIDS if sum(_informs(o, n) for o in observed) >= MIN_ROWS_TO_FIT]
+    values = {n: getattr(defaults, n) for n in GRIDS}
+
+    def loss(vals):
+        total = 0.0
+        for o in observed:
+            r = predicted(o, defaults, vals)
+            total += abs(math.log(r)) if r > 0 else math.inf
+        return total
+
+    for _ in range(30):
+        before = dict(values)
+        for name in names:
+            values[name] = min(GRIDS[name], key=lambda v: loss({**values, name: v}))
+        if values == before:
+            break
+    return values
+
+
+def fit(observed: list[Observed], defaults) -> dict:
+    """Per constant: its default, fitted value and the rows that inform it; per row: its ratio with
+    the fitted constants and leave-one-out (the constants refitted without the row)."""
+    values = fit_values(observed, defaults)
+    constants = {n: {"default": getattr(defaults, n), "fitted": values[n],
+                     "rows": sum(_informs(o, n) for o in observed)} for n in GRIDS}
+    per_row = {}
+    for i, o in enumerate(observed):
+        loo = fit_values(observed[:i] + observed[i + 1:], defaults)
+        per_row[o.row.id] = {"fitted": predicted(o, defaults, values),
+                             "leave_one_out": predicted(o, defaults, loo), "fitted_value_loo": loo}
     return {"constants": constants, "rows": per_row}
+
+
+def _phase(row: Row, report: dict) -> tuple[dict | None, int, float]:
+    """(time by category, collectives, seconds) of the part of the plan the row's metric measures:
+    the CTE graph for TTFT, the TKG graph for TPOT, the step for training."""
+    graph = {"ttft_ms": "context_encoding", "tpot_ms": "token_generation"}.get(row.metric)
+    part = (report.get("graphs") or {}).get(graph) or report
+    breakdown = part.get("time_breakdown_s")
+    count = sum(c.get("count", 0) for kind, c in (part.get("collectives") or {}).items() if kind in REDUCING)
+    return breakdown, count, sum((breakdown or {}).values())
 
 
 # ---- the command --------------------------------------------------------------------------------
@@ -268,8 +337,8 @@ def build(rows: list[Row], cache: dict) -> dict:
             line["status"] = "the plan has no figure (out of memory?)"
         else:
             line["ratio"] = time_ratio(row, planned)
-            share = bound_share(METRICS[row.metric][2], entry["report"].get("time_breakdown_s"))
-            usable.append((row, line["ratio"], share))
+            breakdown, count, seconds = _phase(row, entry["report"])
+            usable.append(Observed(row, line["ratio"], bound_share(METRICS[row.metric][2], breakdown), count, seconds))
         table.append(line)
     fitted = fit(usable, DEFAULTS)
     for line in table:
@@ -277,14 +346,24 @@ def build(rows: list[Row], cache: dict) -> dict:
     for c in fitted["constants"].values():
         c["note"] = "" if c["rows"] >= MIN_ROWS_TO_FIT else f"not fitted: {c['rows']} rows, {MIN_ROWS_TO_FIT} needed"
     return {"rows": table, "constants": fitted["constants"],
-            "default": summary([r for _, r, _ in usable]),
-            "fitted": summary([fitted["rows"][row.id]["fitted"] for row, _, _ in usable]),
-            "leave_one_out": summary([fitted["rows"][row.id]["leave_one_out"] for row, _, _ in usable]),
+            "default": summary([o.ratio for o in usable]),
+            "fitted": summary([fitted["rows"][o.row.id]["fitted"] for o in usable]),
+            "leave_one_out": summary([fitted["rows"][o.row.id]["leave_one_out"] for o in usable]),
             "rows_total": len(rows), "rows_compared": len(usable)}
 
 
 def _f(x, fmt="{:.3g}"):
     return "" if x is None else fmt.format(x)
+
+
+def _constant(name: str, value: float) -> str:
+    return f"{value * 1e6:.3g} us" if name.endswith("_s") else f"{value:.3g}"
+
+
+def assumptions_setting(result: dict) -> str:
+    """The environment setting that plans with the fitted constants (docs/estimate.md, assumptions)."""
+    values = ",".join(f"{n}={c['fitted']:.4g}" for n, c in result["constants"].items() if c["fitted"] != c["default"])
+    return f"`TORCH_NEURONX_ESTIMATE_ASSUMPTIONS={values}`" if values else "(the fit leaves every default)"
 
 
 def markdown(result: dict) -> str:
@@ -301,7 +380,9 @@ def markdown(result: dict) -> str:
                      f"{_f(s['within_1.25x'], '{:.0%}')} | {_f(s['within_1.5x'], '{:.0%}')} |")
     lines += ["", "| constant | default | fitted | rows | note |", "|---|---|---|---|---|"]
     for name, c in result["constants"].items():
-        lines.append(f"| {name} | {c['default']:.3g} | {c['fitted']:.3g} | {c['rows']} | {c.get('note', '')} |")
+        lines.append(f"| {name} | {_constant(name, c['default'])} | {_constant(name, c['fitted'])} | {c['rows']} | "
+                     f"{c.get('note', '')} |")
+    lines.append("\nTo plan with the fitted constants: " + assumptions_setting(result))
     lines.append(f"\n{result['rows_compared']} of {result['rows_total']} rows compared; sources and releases: "
                  "torch_neuronx/estimate/calibration/published.csv, docs/calibration.md.")
     return "\n".join(lines)
@@ -312,6 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plan-missing", action="store_true", help="plan the layouts not in the cache (full size: minutes each)")
     ap.add_argument("--recompute", action="store_true", help="re-plan every layout, replacing the cache")
     ap.add_argument("--rows", help="comma-separated row ids (default: all)")
+    ap.add_argument("--exclude", metavar="REGEX", help="leave out the rows whose id matches (table and fit)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds allowed to plan one layout")
     ap.add_argument("--cache", default=str(CACHE), help="the cache of planned layouts (JSON)")
     ap.add_argument("--json", help="write the table and its statistics here")
@@ -323,6 +405,12 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             ap.error(f"--rows: unknown row ids {', '.join(sorted(unknown))}; see {ROWS}")
         rows = [r for r in rows if r.id in wanted]
+    if args.exclude:
+        try:
+            pattern = re.compile(args.exclude)
+        except re.error as err:
+            ap.error(f"--exclude {args.exclude!r} is not a regular expression: {err}")
+        rows = [r for r in rows if not pattern.search(r.id)]
     cache_path = Path(args.cache)
     cache = load_cache(cache_path)
     if args.plan_missing or args.recompute:

@@ -45,6 +45,53 @@ def replicated_kv_config(config, tp: int):
     return built
 
 
+def padded_for_tp(config, tp: int):
+    """The config as NxD Inference compiles it when TP does not divide the attention heads or the
+    vocabulary: the query heads padded with zero heads up to the next multiple of TP (NeuronX
+    Distributed's `get_number_of_extra_heads` / `pad_model`), in a multi-head model (KV heads =
+    heads) the KV heads with them (its GQA "convert to MHA" sharding), and the vocabulary padded
+    to a multiple of TP (its parallel embedding and LM head pad their rows). The padded rows are
+    computed and stored like real ones, which is what the padded program costs. `config` itself
+    when TP divides both."""
+    import copy
+
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    heads, vocab = getattr(text, "num_attention_heads", None), getattr(text, "vocab_size", None)
+    pad_heads = isinstance(heads, int) and tp > 1 and heads % tp != 0
+    pad_vocab = isinstance(vocab, int) and tp > 1 and vocab % tp != 0
+    if not (pad_heads or pad_vocab):
+        return config
+    built = copy.deepcopy(config)
+    text = built.get_text_config() if hasattr(built, "get_text_config") else built
+    if pad_heads:
+        padded = heads + tp - heads % tp
+        if getattr(text, "head_dim", None) is None:   # the real model's head size, not hidden / padded heads
+            text.head_dim = text.hidden_size // heads
+        if getattr(text, "num_key_value_heads", None) in (None, heads):
+            text.num_key_value_heads = padded
+        text.num_attention_heads = padded
+    if pad_vocab:
+        text.vocab_size = vocab + tp - vocab % tp
+    return built
+
+
+def padding_parameters(config, padded) -> int:
+    """Parameters the padding adds: q_proj and o_proj rows of the extra query heads, k_proj and
+    v_proj of the extra KV heads (biases included), in every layer; the embedding's and the LM
+    head's rows of the extra vocabulary."""
+    a = config.get_text_config() if hasattr(config, "get_text_config") else config
+    b = padded.get_text_config() if hasattr(padded, "get_text_config") else padded
+    if a is b:
+        return 0
+    head_dim = getattr(b, "head_dim", None) or a.hidden_size // a.num_attention_heads
+    bias = 1 if getattr(a, "attention_bias", False) else 0
+    extra_q = b.num_attention_heads - a.num_attention_heads
+    extra_kv = (b.num_key_value_heads or 0) - (getattr(a, "num_key_value_heads", None) or a.num_attention_heads)
+    per_layer = extra_q * head_dim * (2 * a.hidden_size + bias) + 2 * extra_kv * head_dim * (a.hidden_size + bias)
+    tables = 1 if getattr(a, "tie_word_embeddings", False) else 2
+    return a.num_hidden_layers * per_layer + tables * (b.vocab_size - a.vocab_size) * a.hidden_size
+
+
 def build_causal_lm(config, dtype: torch.dtype, tp: int = 1, fsdp: int = 1, dp: int = 1, ep: int = 1,
                     sequence_parallel: bool = False):
     """The model on neuron:0: this rank's shard of DistributedConfig(tp_size, fsdp_size,

@@ -90,6 +90,7 @@ def plan_settings(instance: str, lnc: int | None, real: bool, json_out: str | No
 
     settings = {"TORCH_NEURONX_INSTANCE_TYPE": instance,
                 "NEURON_LOGICAL_NC_CONFIG": None if lnc is None else str(lnc)}
+    settings.update(_addressable_cores(instance, lnc))
     if real:
         settings[DRY_RUN] = None
     else:
@@ -99,6 +100,25 @@ def plan_settings(instance: str, lnc: int | None, real: bool, json_out: str | No
         if REPORT not in os.environ:
             settings[REPORT] = f"{os.path.splitext(json_out)[0]}.dryrun.json" if json_out else os.devnull
     return settings
+
+
+def _addressable_cores(instance: str, lnc: int | None) -> dict:
+    """A model-level plan runs rank 0's program on neuron:0. An instance with more logical cores than
+    one process can address (trn3.48xlarge at LNC=1: 128) would stop the runtime, so the plan's
+    process sees the first ones, as a torchrun worker is given a share (NEURON_RT_VISIBLE_CORES);
+    a restriction the user set is kept."""
+    from neuron_hardware.logical_core import HardwareChoiceError, logical_core_view
+
+    from ...runtime.env import VISIBLE_CORES
+    from ...runtime.topology import MAX_VISIBLE_CORES
+
+    if os.environ.get(VISIBLE_CORES) or os.environ.get("NEURON_RT_NUM_CORES"):
+        return {}
+    try:
+        cores = logical_core_view(instance, lnc).cores_per_instance
+    except HardwareChoiceError:   # an unknown instance or LNC: the layout check reports it with its fix
+        return {}
+    return {VISIBLE_CORES: f"0-{MAX_VISIBLE_CORES - 1}"} if cores > MAX_VISIBLE_CORES else {}
 
 
 def _runtime_is(layout, dry: bool) -> bool:

@@ -29,6 +29,10 @@ def add_deployed_arguments(p: argparse.ArgumentParser) -> None:
                    help="deployed: prefill buckets, e.g. 128,512,2048 (default: powers of two from 128)")
     p.add_argument("--full-depth", action="store_true",
                    help="deployed: compile every layer instead of extrapolating from 1- and 2-layer probes")
+    p.add_argument("--sequence-parallel", action="store_true",
+                   help="deployed: run the context encoding sequence-parallel, as NxD Inference's "
+                        "sequence_parallel_enabled does (norms and residuals on 1/TP of the prompt; its "
+                        "all-reduces become reduce-scatter + all-gather); the decode step is unchanged")
 
 
 def _title(report: dict) -> str:
@@ -55,13 +59,26 @@ def _rows(report: dict, fmt) -> list[tuple[str, str]]:
             rows += [("queueing before prefill", fmt(report["queue_wait_ms"], " ms")),
                      ("device time in prefill", fmt(report["prefill_share"], "%", 100, 3))]
         rows += [(f"assumption `{name}`", text) for name, text in report["assumptions_serving"].items()]
+    if report.get("sequence_parallel") is not None:
+        rows.append(("sequence parallelism", "context encoding sequence-parallel (norms and residuals on 1/TP of "
+                     "the prompt); decode step tensor-parallel" if report["sequence_parallel"] else "off"))
+    pad = report.get("attention_heads_padded")
+    if pad:
+        rows.append(("attention heads", f"{pad['heads']} padded to {pad['padded_to']} (KV {pad['kv_heads']} -> "
+                     f"{pad['kv_padded_to']}) so TP {report['tp']} divides them, as NxD Inference pads; the zero "
+                     f"heads are computed and stored"))
+    vocab = report.get("vocab_padded")
+    if vocab:
+        rows.append(("vocabulary", f"{vocab['vocab_size']} padded to {vocab['padded_to']} so TP {report['tp']} divides "
+                     f"it, as NxD Inference pads its embedding and LM head"))
     return rows
 
 
 def eager_flag_error(args) -> str | None:
     """The deployed-only flag given with --mode eager, if any (generate() has no such knob)."""
     for flag, value in (("--concurrency", args.concurrency), ("--max-model-len", args.max_model_len),
-                        ("--buckets", args.buckets), ("--full-depth", args.full_depth or None)):
+                        ("--buckets", args.buckets), ("--full-depth", args.full_depth or None),
+                        ("--sequence-parallel", args.sequence_parallel or None)):
         if value is not None:
             return f"{flag} plans the deployed mode; drop it or --mode eager"
     return None
@@ -79,7 +96,8 @@ def run_deployed(args, prog: str, prepare, finish, fail, fmt) -> int:
         report = plan_deployed(config, layout, batch=args.batch, concurrency=args.concurrency,
                                input_tokens=args.input_tokens, output_tokens=args.output_tokens,
                                dtype=getattr(torch, args.dtype), prefill_chunk_size=args.prefill_chunk_size,
-                               max_model_len=args.max_model_len, buckets=args.buckets, full_depth=args.full_depth)
+                               max_model_len=args.max_model_len, buckets=args.buckets, full_depth=args.full_depth,
+                               sequence_parallel=args.sequence_parallel)
     except (LayoutError, ValueError) as err:
         fail(prog, str(err))
     return finish(report, args, _title(report), _rows(report, fmt))

@@ -13,6 +13,12 @@ batch). Each step's estimated time is everything the estimate records during tha
 graph (fused, one launch) and the TP collectives. _serving.py composes the two into TTFT, TPOT
 and throughput.
 
+Layouts of NxD Inference (docs/hardware-sources.md, F): heads or a vocabulary that TP does not
+divide are padded to a multiple of TP (`_build.padded_for_tp`; the padding is computed and
+stored, the reported parameter count is the real model's), and `sequence_parallel` builds the
+CTE's model sequence-parallel (`_sequence_parallel.py`; the TKG keeps the tensor-parallel model,
+one token per sequence cannot be split), so the CTE is probed on its own build.
+
 Depth: a compiled plan's cost is mostly compiling (Dynamo, AOTAutograd and Inductor per layer).
 Decoder layers of one kind are the same program, so a step's time, FLOPs and bytes are linear in
 the number of layers: the plan compiles the model at 1 and 2 layers (the same width, TP and cache)
@@ -31,7 +37,7 @@ import gc
 import torch
 
 from . import _serving as serving
-from ._build import build_causal_lm, local_bytes
+from ._build import build_causal_lm, local_bytes, padded_for_tp, padding_parameters
 from ._layout import Layout, check_model
 from ._measure import Region
 from ._report import base_report
@@ -121,21 +127,26 @@ def _static_cache(config, layout: Layout, dtype, batch: int, max_len: int):
 
 
 def _probe(config, layout: Layout, dtype, cte_batch: int, bucket: int, tkg_batch: int, max_len: int,
-           position: int) -> dict:
-    """Build the model at this config's depth, compile the step and time one CTE and one TKG call."""
+           position: int, graphs=("cte", "tkg"), sequence_parallel: bool = False) -> dict:
+    """Build the model at this config's depth, compile the step and time one call of each of `graphs`
+    (CTE, TKG), the model sequence-parallel if asked (_sequence_parallel.py)."""
     with fake_world(layout.tp):
         region = Region(layout, "deployed probe")
         model = compiled = step = None
         out = {}
         with region:
-            model = build_causal_lm(config, dtype, tp=layout.tp)
+            model = build_causal_lm(config, dtype, tp=layout.tp, sequence_parallel=sequence_parallel)
             model.eval()
             device = torch.device("neuron", 0)
+            from torch.distributed.tensor import DTensor, Replicate
 
             def step(input_ids, position_ids, cache_position, cache):
                 logits = model(input_ids=input_ids, position_ids=position_ids, cache_position=cache_position,
                                past_key_values=cache, use_cache=True, logits_to_keep=1).logits
-                return torch.argmax(logits[:, -1, :], dim=-1, keepdim=True)   # on-device sampling (greedy)
+                last = logits[:, -1, :]
+                if isinstance(last, DTensor):   # sequence parallel: the head's logits are sharded over the vocabulary
+                    last = last.redistribute(placements=[Replicate()]).to_local()
+                return torch.argmax(last, dim=-1, keepdim=True)   # on-device sampling (greedy)
 
             compiled = torch.compile(step, backend="neuron", dynamic=False, fullgraph=False)
             tkg_cache = _static_cache(config, layout, dtype, tkg_batch, max_len)   # the deployment's one cache
@@ -153,8 +164,8 @@ def _probe(config, layout: Layout, dtype, cte_batch: int, bucket: int, tkg_batch
             held = torch.neuron.memory_allocated(0)   # weights and caches: what the steps start from
             torch.neuron.reset_peak_memory_stats(0)
             with torch.no_grad():
-                for name, args in (("cte", (cte_cache, cte_batch, bucket, 0)),
-                                   ("tkg", (tkg_cache, tkg_batch, 1, position))):
+                calls = {"cte": (cte_cache, cte_batch, bucket, 0), "tkg": (tkg_cache, tkg_batch, 1, position)}
+                for name, args in ((g, calls[g]) for g in graphs):
                     with region.timed():   # both calls under the estimate: its hooks are part of Dynamo's guards
                         compiled(*inputs(*args))     # compiles
                         step_inputs = inputs(*args)  # made before the mark: the host feeds them
@@ -169,6 +180,7 @@ def _probe(config, layout: Layout, dtype, cte_batch: int, bucket: int, tkg_batch
             out["step_transient"] = torch.neuron.max_memory_allocated(0) - held
             del cte_cache
         out["base"] = base_report(layout, config, model, region, dtype, None)
+        out["sequence_parallel"] = bool(getattr(model, "_sequence_parallel", False))
         # Dynamo's cache holds the compiled step and through it the model: free both before the next probe
         del compiled, step
         torch._dynamo.reset()
@@ -209,9 +221,15 @@ def _extrapolate(a: dict, b: dict, da: int, db: int, depth: int):
 def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | None = None,
                   input_tokens: int = 128, output_tokens: int = 16, dtype: torch.dtype = torch.bfloat16,
                   prefill_chunk_size: int | None = None, max_model_len: int | None = None,
-                  buckets: list[int] | None = None, full_depth: bool = False) -> dict:
-    """Plan serving on one TP group (DP replicas, world / TP, serve their own requests)."""
+                  buckets: list[int] | None = None, full_depth: bool = False,
+                  sequence_parallel: bool = False) -> dict:
+    """Plan serving on one TP group (DP replicas, world / TP, serve their own requests); with
+    `sequence_parallel`, the CTE runs sequence-parallel (NxD Inference's `sequence_parallel_enabled`)."""
     check_arguments(batch, concurrency, input_tokens, output_tokens, prefill_chunk_size, max_model_len, buckets)
+    if sequence_parallel and layout.tp == 1:
+        raise ValueError("--sequence-parallel splits the prompt over the TP ranks: it needs --tp 2 or more")
+    original = config
+    config = padded_for_tp(config, layout.tp)   # as NxD Inference compiles it
     check_model(layout, config)
     max_len = max_model_len or input_tokens + output_tokens
     buckets = sorted(buckets) if buckets else default_buckets(max_len)
@@ -232,8 +250,22 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
         # collector runs: collect it first, so the probe starts from what it holds and its step's
         # transient bytes are not understated by garbage freed while the step runs
         gc.collect()
-        results.append(_probe(_with_depth(config, d), layout, dtype, cte_batch, bucket, tkg_batch, max_len,
-                              input_tokens))
+        at_depth = _with_depth(config, d)
+        if not sequence_parallel:
+            results.append(_probe(at_depth, layout, dtype, cte_batch, bucket, tkg_batch, max_len, input_tokens))
+            continue
+        # NxD Inference's sequence parallelism runs in the CTE only (a decode step has one token per
+        # sequence): the TKG and the memory from the model as TP shards it, the CTE from its
+        # sequence-parallel build
+        plain = _probe(at_depth, layout, dtype, cte_batch, bucket, tkg_batch, max_len, input_tokens, ("tkg",))
+        gc.collect()
+        parallel = _probe(at_depth, layout, dtype, cte_batch, bucket, tkg_batch, max_len, input_tokens, ("cte",),
+                          sequence_parallel=True)
+        plain["cte"] = parallel.get("cte")
+        plain["sequence_parallel_cte"] = parallel["sequence_parallel"]
+        plain["step_transient"] = max(plain.get("step_transient", 0), parallel.get("step_transient", 0))
+        plain["base"]["oom"] = plain["base"]["oom"] or parallel["base"]["oom"]
+        results.append(plain)
     if full is not None:
         results.append(full)
     ooms = [r["base"]["oom"] for r in results if r["base"]["oom"]]
@@ -249,6 +281,19 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
         report["time_breakdown_s"] = fig["base"]["time_breakdown_s"]
     report["oom"] = ooms[0] if ooms else None
     report["fits"] = report["fits"] and not ooms
+    report["sequence_parallel"] = bool(sequence_parallel and all(r.get("sequence_parallel_cte") for r in results
+                                                                 if "cte" in r))
+    if config is not original:
+        text, real = _text(config), _text(original)
+        if report.get("parameters") is not None:
+            report["parameters"] -= padding_parameters(original, config)
+        if text.num_attention_heads != real.num_attention_heads:
+            report["attention_heads_padded"] = {
+                "heads": real.num_attention_heads, "padded_to": text.num_attention_heads,
+                "kv_heads": getattr(real, "num_key_value_heads", None) or real.num_attention_heads,
+                "kv_padded_to": text.num_key_value_heads}
+        if text.vocab_size != real.vocab_size:
+            report["vocab_padded"] = {"vocab_size": real.vocab_size, "padded_to": text.vocab_size}
     replicas = layout.world_size // layout.tp
     report.update({
         "mode": "deployed", "serving": "continuous batching" if concurrency else "static batch",

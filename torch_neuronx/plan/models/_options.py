@@ -113,6 +113,7 @@ class GenerateOptions(_Plan):
     max_model_len: int | None
     buckets: list | None
     full_depth: bool
+    sequence_parallel: bool = False   # deployed: the CTE sequence-parallel (_cli_deployed.py)
 
     COMMAND = "generate"
 
