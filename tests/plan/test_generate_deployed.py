@@ -249,6 +249,20 @@ def test_sequence_parallel_context_encoding(tmp_path):
     assert sp["graphs"]["token_generation"] == tp["graphs"]["token_generation"]
 
 
+def test_a_tp_plan_that_gathers_the_heads_keeps_them_all_in_each_ranks_cache(tmp_path):
+    """Phi-3's TP plan gathers its fused qkv_proj's output (transformers' "colwise_gather_output"), so
+    every rank computes and caches all KV heads; the sequence-parallel plan does not cover it, and
+    the report says so instead of planning something else."""
+    from transformers import Phi3Config
+
+    config = Phi3Config(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+                        num_key_value_heads=4, vocab_size=512, pad_token_id=0, eos_token_id=1, bos_token_id=1)
+    r, text = _plan(tmp_path, config, "--tp", "2", "--sequence-parallel", name="phi3")
+    assert r["fits"] and r["sequence_parallel"] is False and "not a Llama-style decoder" in text
+    head_dim = 256 // 4
+    assert r["memory_breakdown_bytes_per_core"]["kv_cache"] == 2 * 2 * 4 * head_dim * CACHE * 2   # K, V; layers; all heads
+
+
 def test_a_deep_model_at_batch_1_plans_after_its_full_depth_model_is_freed(tmp_path):
     """The deployed plan allocates the full-depth model, frees it, then compiles 1- and 2-layer
     probes. Freed, a model of 32 layers is cyclic garbage until the collector runs; collected during

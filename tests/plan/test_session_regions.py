@@ -106,10 +106,12 @@ def test_model_level_report_notes_agree_and_the_dry_run_holds_every_collective(t
     assert timed["all_reduce"]["count"] > 0
     for kind, row in timed.items():
         assert dry["distributed"]["collectives"][kind]["count"] == 2 * row["count"], kind
-    # its step clock ends the second step at the end of the timed step: that step's time, within
-    # the launch overlap the session's stream carries over from the warm-up step
+    # its step clock ends the second step at the end of the timed step: that step's time, less the
+    # launches the session's stream hides behind the warm-up step's queued work (the timed region
+    # starts with an empty queue, so its launches wait; at most all of them are hidden)
     ends = dry["distributed"]["step_ends_s"]
-    assert len(ends) == 2 and ends[1] - ends[0] == pytest.approx(report["step_time_s"], rel=0.02)
+    hidden = report["step_time_s"] - (ends[1] - ends[0])
+    assert len(ends) == 2 and -1e-9 <= hidden <= report["time_breakdown_s"]["launch"] + 1e-9
 
 
 def test_the_step_clock_counts_an_optimizer_inside_another_and_grouped_optimizers_once():

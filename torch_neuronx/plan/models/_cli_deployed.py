@@ -61,7 +61,8 @@ def _rows(report: dict, fmt) -> list[tuple[str, str]]:
         rows += [(f"assumption `{name}`", text) for name, text in report["assumptions_serving"].items()]
     if report.get("sequence_parallel") is not None:
         rows.append(("sequence parallelism", "context encoding sequence-parallel (norms and residuals on 1/TP of "
-                     "the prompt); decode step tensor-parallel" if report["sequence_parallel"] else "off"))
+                     "the prompt); decode step tensor-parallel" if report["sequence_parallel"]
+                     else report.get("sequence_parallel_note") or "off"))
     pad = report.get("attention_heads_padded")
     if pad:
         rows.append(("attention heads", f"{pad['heads']} padded to {pad['padded_to']} (KV {pad['kv_heads']} -> "

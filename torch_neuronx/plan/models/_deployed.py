@@ -110,6 +110,17 @@ def check_arguments(batch: int, concurrency: int | None, input_tokens: int, outp
         raise ValueError(f"--buckets must be positive token counts, got {buckets!r}")
 
 
+def _tp_shards_kv_heads(text) -> bool:
+    """Does transformers' TP plan of the model leave each rank its share of the KV heads? A plan whose
+    key projection gathers its output (Phi-3's fused `qkv_proj`: "colwise_gather_output") gives every
+    rank all heads, and the rank's cache holds them all."""
+    plan = getattr(text, "base_model_tp_plan", None) or {}
+    for name, style in plan.items():
+        if name.endswith(("k_proj", "qkv_proj", "kv_proj")):
+            return "gather" not in str(style)
+    return True
+
+
 def _static_cache(config, layout: Layout, dtype, batch: int, max_len: int):
     """transformers' StaticCache of `max_len` tokens for `batch` sequences, this TP rank's KV heads, allocated
     (with TP above the KV-head count, one replicated KV head per rank, as build_causal_lm shards them)."""
@@ -121,8 +132,9 @@ def _static_cache(config, layout: Layout, dtype, batch: int, max_len: int):
     text = _text(config)
     kv_heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
     head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    per_rank = kv_heads // layout.tp if _tp_shards_kv_heads(text) else kv_heads
     cache = StaticCache(config=config, max_cache_len=max_len)
-    cache.early_initialization(batch, kv_heads // layout.tp, head_dim, dtype, torch.device("neuron", 0))
+    cache.early_initialization(batch, per_rank, head_dim, dtype, torch.device("neuron", 0))
     return cache
 
 
@@ -283,6 +295,10 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
     report["fits"] = report["fits"] and not ooms
     report["sequence_parallel"] = bool(sequence_parallel and all(r.get("sequence_parallel_cte") for r in results
                                                                  if "cte" in r))
+    if sequence_parallel and not report["sequence_parallel"]:
+        report["sequence_parallel_note"] = ("off: the model is not a Llama-style decoder (q/k/v/o and gate/up/down "
+                                            "projections, two RMSNorms per layer) that the sequence-parallel plan "
+                                            "covers; the CTE is planned tensor-parallel")
     if config is not original:
         text, real = _text(config), _text(original)
         if report.get("parameters") is not None:
