@@ -215,11 +215,13 @@ def test_tp_that_does_not_divide_the_heads_plans_the_padded_program(tmp_path):
     parameter count stays the real model's."""
     six = _config(num_attention_heads=6, num_key_value_heads=6, vocab_size=8190)
     eight = _config(num_attention_heads=8, num_key_value_heads=8, vocab_size=8192)
-    padded, text = _plan(tmp_path, six, "--tp", "4", name="six")
+    padded, text = _plan(tmp_path, six, "--tp", "4", "--html", str(tmp_path / "six.html"), name="six")
     same, _ = _plan(tmp_path, eight, "--tp", "4", name="eight")
     assert padded["attention_heads_padded"] == {"heads": 6, "padded_to": 8, "kv_heads": 6, "kv_padded_to": 8}
     assert padded["vocab_padded"] == {"vocab_size": 8190, "padded_to": 8192}
     assert "6 padded to 8" in text and "8190 padded to 8192" in text
+    page = (tmp_path / "six.html").read_text()   # the HTML page says it too, beside the layout
+    assert "<td>attention heads</td><td>6 padded to 8" in page and "<td>vocabulary</td><td>8190 padded to 8192" in page
     assert padded["parameters"] == _param_count(six)
     assert padded["memory_breakdown_bytes_per_core"]["kv_cache"] == same["memory_breakdown_bytes_per_core"]["kv_cache"]
     for key in ("ttft_ms", "tpot_ms"):
@@ -259,6 +261,7 @@ def test_a_tp_plan_that_gathers_the_heads_keeps_them_all_in_each_ranks_cache(tmp
                         num_key_value_heads=4, vocab_size=512, pad_token_id=0, eos_token_id=1, bos_token_id=1)
     r, text = _plan(tmp_path, config, "--tp", "2", "--sequence-parallel", name="phi3")
     assert r["fits"] and r["sequence_parallel"] is False and "not a Llama-style decoder" in text
+    assert r["kv_heads_per_rank"] == 4
     head_dim = 256 // 4
     assert r["memory_breakdown_bytes_per_core"]["kv_cache"] == 2 * 2 * 4 * head_dim * CACHE * 2   # K, V; layers; all heads
 

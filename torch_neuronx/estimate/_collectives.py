@@ -17,8 +17,9 @@ steps); an all_reduce is a reduce_scatter and an all_gather (twice the steps). A
 ring's bytes (Mesh's link over-subscription is ignored: it runs only where latency dominates).
 Across instances (EFA) and for the other kinds: a ring. time = start-up + steps x step latency +
 bytes moved / bandwidth, the start-up reduction_launch_s for a collective that reduces
-(all_reduce, reduce_scatter, reduce) and collective_launch_s for the others. Ignored: contention with compute DMA, CC-core scheduling,
-KangaRing's fewer HBM touches, the hierarchical split of groups spanning instances.
+(all_reduce, reduce_scatter, reduce) and collective_launch_s for the others. Ignored: contention
+with compute DMA, CC-core scheduling, KangaRing's fewer HBM touches, the hierarchical split of
+groups spanning instances.
 """
 from __future__ import annotations
 

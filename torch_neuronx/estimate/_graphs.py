@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_flatten
 
 from . import _formulas as formulas, recorders
 from .hardware import Hardware
 from ._ops import op_estimate
-from ._subclasses import wrapper_subclass
+from ._subclasses import defer_to_subclass
 
 
 @dataclass
@@ -71,8 +71,7 @@ class _Recorder(TorchDispatchMode):
         self.phase = "forward"
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if any(t is not torch.Tensor and t is not torch.nn.Parameter for t in types) \
-                and wrapper_subclass(args, kwargs):
+        if defer_to_subclass(types, args, kwargs):
             # a DTensor op (torch's tensor-parallel styles) carries global shapes: let the subclass
             # run, and record the local ops it runs on this core's shards (as the eager mode does)
             return NotImplemented

@@ -13,7 +13,7 @@ from torch.utils._pytree import tree_flatten
 
 from . import _eager as eager, _fallbacks as fallbacks, _formulas as formulas, recorders
 from ._ops import op_estimate
-from ._subclasses import wrapper_subclass
+from ._subclasses import defer_to_subclass
 
 _NEURON = "privateuseone"
 
@@ -52,8 +52,7 @@ class EstimateMode(TorchDispatchMode):
         return super().__exit__(*exc)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if any(t is not torch.Tensor and t is not torch.nn.Parameter for t in types) \
-                and wrapper_subclass(args, kwargs):
+        if defer_to_subclass(types, args, kwargs):
             # A DTensor op carries global shapes: costing it here charged every TP rank the whole
             # matmul. Let the subclass run; its local ops (this core's shards) come back to this mode.
             return NotImplemented

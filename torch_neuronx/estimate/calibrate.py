@@ -17,12 +17,13 @@ Fitted constants, each a named assumption with a physical meaning, never per mod
 matmul_efficiency (the fraction of TensorEngine peak real kernels sustain) on the rows whose time
 is mostly TensorEngine work (TTFT, training throughput), hbm_efficiency (the fraction of HBM
 bandwidth) on the decode rows (TPOT), and reduction_launch_s (the fixed start-up of a collective
-that reduces: all-reduce, reduce-scatter) on every row whose plan has them. An efficiency rescales only the part of the
-planned time it bounds (the plan's time by category, of the graph the metric measures: the CTE
-for TTFT, the TKG for TPOT, the step for training), as 1 / efficiency; a start-up moves the planned
-time by its change times the graph's reducing collectives. The three minimise the sum of |log ratio| over
-the rows together; leave-one-out figures refit without the row they predict. The fitted values
-are reported with the setting that plans with them, not applied. See docs/calibration.md.
+that reduces: all-reduce, reduce-scatter) on every row whose plan has them. An efficiency
+rescales only the part of the planned time it bounds (the plan's time by category, of the graph
+the metric measures: the CTE for TTFT, the TKG for TPOT, the step for training), as
+1 / efficiency; a start-up moves the planned time by its change times the graph's reducing
+collectives. The three minimise the sum of |log ratio| over the rows together; leave-one-out
+figures refit without the row they predict. The fitted values are reported with the setting that
+plans with them, not applied. See docs/calibration.md.
 """
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..runtime.units import markdown_table, seconds
 from ._collectives import REDUCING
 
 HERE = Path(__file__).resolve().parent / "calibration"
@@ -357,7 +359,7 @@ def _f(x, fmt="{:.3g}"):
 
 
 def _constant(name: str, value: float) -> str:
-    return f"{value * 1e6:.3g} us" if name.endswith("_s") else f"{value:.3g}"
+    return seconds(value) if name.endswith("_s") else f"{value:.3g}"
 
 
 def assumptions_setting(result: dict) -> str:
@@ -367,21 +369,19 @@ def assumptions_setting(result: dict) -> str:
 
 
 def markdown(result: dict) -> str:
-    lines = ["| row | metric | published | planned | planned/published | fitted | leave-one-out | status |",
-             "|---|---|---|---|---|---|---|---|"]
-    for r in result["rows"]:
-        lines.append(f"| {r['id']} | {r['metric']} | {_f(r['published'])} | {_f(r['planned'])} | "
-                     f"{_f(r['ratio'], '{:.2f}')} | {_f(r['fitted'], '{:.2f}')} | {_f(r['leave_one_out'], '{:.2f}')} | "
-                     f"{r['status']} |")
-    lines += ["", "| figures | rows | median abs log ratio | within 1.25x | within 1.5x |", "|---|---|---|---|---|"]
-    for name in ("default", "fitted", "leave_one_out"):
-        s = result[name]
-        lines.append(f"| {name} | {s['rows']} | {_f(s['median_abs_log_ratio'], '{:.3f}')} | "
-                     f"{_f(s['within_1.25x'], '{:.0%}')} | {_f(s['within_1.5x'], '{:.0%}')} |")
-    lines += ["", "| constant | default | fitted | rows | note |", "|---|---|---|---|---|"]
-    for name, c in result["constants"].items():
-        lines.append(f"| {name} | {_constant(name, c['default'])} | {_constant(name, c['fitted'])} | {c['rows']} | "
-                     f"{c.get('note', '')} |")
+    lines = markdown_table(
+        ["row", "metric", "published", "planned", "planned/published", "fitted", "leave-one-out", "status"],
+        [(r["id"], r["metric"], _f(r["published"]), _f(r["planned"]), _f(r["ratio"], "{:.2f}"),
+          _f(r["fitted"], "{:.2f}"), _f(r["leave_one_out"], "{:.2f}"), r["status"]) for r in result["rows"]])
+    lines += [""] + markdown_table(
+        ["figures", "rows", "median abs log ratio", "within 1.25x", "within 1.5x"],
+        [(name, result[name]["rows"], _f(result[name]["median_abs_log_ratio"], "{:.3f}"),
+          _f(result[name]["within_1.25x"], "{:.0%}"), _f(result[name]["within_1.5x"], "{:.0%}"))
+         for name in ("default", "fitted", "leave_one_out")])
+    lines += [""] + markdown_table(
+        ["constant", "default", "fitted", "rows", "note"],
+        [(name, _constant(name, c["default"]), _constant(name, c["fitted"]), c["rows"], c.get("note", ""))
+         for name, c in result["constants"].items()])
     lines.append("\nTo plan with the fitted constants: " + assumptions_setting(result))
     lines.append(f"\n{result['rows_compared']} of {result['rows_total']} rows compared; sources and releases: "
                  "torch_neuronx/estimate/calibration/published.csv, docs/calibration.md.")

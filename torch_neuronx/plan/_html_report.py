@@ -17,7 +17,7 @@ import math
 import sys
 
 from .report_model import normalized
-from ._wording import number, plural, seconds, size
+from ._wording import deployed_layout_lines, number, plural, seconds, size
 
 # memory categories in stacking order, with their colours (the same in every bar and legend)
 MEMORY = [("parameters", "#4e79a7"), ("gradients", "#f28e2b"), ("optimizer_state", "#e15759"),
@@ -278,7 +278,7 @@ def model_page(r: dict) -> str:
                  ("output tokens/s (one TP group)", number(r["output_tokens_per_s"])),
                  (f"output tokens/s ({plural(r['replicas'], 'replica')})", number(r["output_tokens_per_s_all_replicas"]))]
         setup = [("batch", number(r["batch"])), ("input tokens", number(r["input_tokens"])),
-                 ("output tokens", number(r["output_tokens"]))]
+                 ("output tokens", number(r["output_tokens"])), *deployed_layout_lines(r)]
     else:
         cards = [("step time", seconds(r["step_time_s"])), ("tokens/s", number(r["tokens_per_s"])),
                  ("MFU", f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "-"),

@@ -35,3 +35,23 @@ def assumption_lines(mode: str, overridden: dict) -> list[str]:
     return [f"assumed mode: **{mode}**; cost-model assumptions: "
             + (f"overridden: {over} (the rest as documented in docs/estimate.md)" if over
                else "the documented defaults (docs/estimate.md)")]
+
+
+def deployed_layout_lines(report: dict) -> list[tuple[str, str]]:
+    """How a deployed `generate` plan laid the model out beyond TP (the report's rows and the HTML
+    page's): sequence parallelism, padded heads, padded vocabulary."""
+    rows = []
+    if report.get("sequence_parallel") is not None:
+        rows.append(("sequence parallelism", "context encoding sequence-parallel (norms and residuals on 1/TP of "
+                     "the prompt); decode step tensor-parallel" if report["sequence_parallel"]
+                     else report.get("sequence_parallel_note") or "off"))
+    pad = report.get("attention_heads_padded")
+    if pad:
+        rows.append(("attention heads", f"{pad['heads']} padded to {pad['padded_to']} (KV {pad['kv_heads']} -> "
+                     f"{pad['kv_padded_to']}) so TP {report['tp']} divides them, as NxD Inference pads; the zero "
+                     f"heads are computed and stored"))
+    vocab = report.get("vocab_padded")
+    if vocab:
+        rows.append(("vocabulary", f"{vocab['vocab_size']} padded to {vocab['padded_to']} so TP {report['tp']} "
+                     f"divides it, as NxD Inference pads its embedding and LM head"))
+    return rows

@@ -75,21 +75,12 @@ def padded_for_tp(config, tp: int):
     return built
 
 
-def padding_parameters(config, padded) -> int:
-    """Parameters the padding adds: q_proj and o_proj rows of the extra query heads, k_proj and
-    v_proj of the extra KV heads (biases included), in every layer; the embedding's and the LM
-    head's rows of the extra vocabulary."""
-    a = config.get_text_config() if hasattr(config, "get_text_config") else config
-    b = padded.get_text_config() if hasattr(padded, "get_text_config") else padded
-    if a is b:
-        return 0
-    head_dim = getattr(b, "head_dim", None) or a.hidden_size // a.num_attention_heads
-    bias = 1 if getattr(a, "attention_bias", False) else 0
-    extra_q = b.num_attention_heads - a.num_attention_heads
-    extra_kv = (b.num_key_value_heads or 0) - (getattr(a, "num_key_value_heads", None) or a.num_attention_heads)
-    per_layer = extra_q * head_dim * (2 * a.hidden_size + bias) + 2 * extra_kv * head_dim * (a.hidden_size + bias)
-    tables = 1 if getattr(a, "tie_word_embeddings", False) else 2
-    return a.num_hidden_layers * per_layer + tables * (b.vocab_size - a.vocab_size) * a.hidden_size
+def parameter_count(config) -> int:
+    """Parameters of the whole model the config describes (every layer, every stage), counted on the
+    meta device."""
+    with torch.device("meta"):
+        model = causal_lm_class(config)._from_config(config)
+    return sum(p.numel() for p in model.parameters())
 
 
 def build_causal_lm(config, dtype: torch.dtype, tp: int = 1, fsdp: int = 1, dp: int = 1, ep: int = 1,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from .._wording import plural
+from .._wording import deployed_layout_lines, plural
 
 MODES = ("deployed", "eager")
 
@@ -59,19 +59,7 @@ def _rows(report: dict, fmt) -> list[tuple[str, str]]:
             rows += [("queueing before prefill", fmt(report["queue_wait_ms"], " ms")),
                      ("device time in prefill", fmt(report["prefill_share"], "%", 100, 3))]
         rows += [(f"assumption `{name}`", text) for name, text in report["assumptions_serving"].items()]
-    if report.get("sequence_parallel") is not None:
-        rows.append(("sequence parallelism", "context encoding sequence-parallel (norms and residuals on 1/TP of "
-                     "the prompt); decode step tensor-parallel" if report["sequence_parallel"]
-                     else report.get("sequence_parallel_note") or "off"))
-    pad = report.get("attention_heads_padded")
-    if pad:
-        rows.append(("attention heads", f"{pad['heads']} padded to {pad['padded_to']} (KV {pad['kv_heads']} -> "
-                     f"{pad['kv_padded_to']}) so TP {report['tp']} divides them, as NxD Inference pads; the zero "
-                     f"heads are computed and stored"))
-    vocab = report.get("vocab_padded")
-    if vocab:
-        rows.append(("vocabulary", f"{vocab['vocab_size']} padded to {vocab['padded_to']} so TP {report['tp']} divides "
-                     f"it, as NxD Inference pads its embedding and LM head"))
+    rows += deployed_layout_lines(report)
     return rows
 
 

@@ -37,8 +37,8 @@ import gc
 import torch
 
 from . import _serving as serving
-from ._build import build_causal_lm, local_bytes, padded_for_tp, padding_parameters
-from ._layout import Layout, check_model
+from ._build import build_causal_lm, local_bytes, padded_for_tp, parameter_count
+from ._layout import Layout, check_model, tp_shards_kv_heads
 from ._measure import Region
 from ._report import base_report
 from ._world import fake_world
@@ -110,17 +110,6 @@ def check_arguments(batch: int, concurrency: int | None, input_tokens: int, outp
         raise ValueError(f"--buckets must be positive token counts, got {buckets!r}")
 
 
-def _tp_shards_kv_heads(text) -> bool:
-    """Does transformers' TP plan of the model leave each rank its share of the KV heads? A plan whose
-    key projection gathers its output (Phi-3's fused `qkv_proj`: "colwise_gather_output") gives every
-    rank all heads, and the rank's cache holds them all."""
-    plan = getattr(text, "base_model_tp_plan", None) or {}
-    for name, style in plan.items():
-        if name.endswith(("k_proj", "qkv_proj", "kv_proj")):
-            return "gather" not in str(style)
-    return True
-
-
 def _static_cache(config, layout: Layout, dtype, batch: int, max_len: int):
     """transformers' StaticCache of `max_len` tokens for `batch` sequences, this TP rank's KV heads, allocated
     (with TP above the KV-head count, one replicated KV head per rank, as build_causal_lm shards them)."""
@@ -132,7 +121,7 @@ def _static_cache(config, layout: Layout, dtype, batch: int, max_len: int):
     text = _text(config)
     kv_heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
     head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
-    per_rank = kv_heads // layout.tp if _tp_shards_kv_heads(text) else kv_heads
+    per_rank = kv_heads // layout.tp if tp_shards_kv_heads(text) else kv_heads
     cache = StaticCache(config=config, max_cache_len=max_len)
     cache.early_initialization(batch, per_rank, head_dim, dtype, torch.device("neuron", 0))
     return cache
@@ -302,7 +291,7 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
     if config is not original:
         text, real = _text(config), _text(original)
         if report.get("parameters") is not None:
-            report["parameters"] -= padding_parameters(original, config)
+            report["parameters"] = parameter_count(original)   # the real model's, not the padded one's
         if text.num_attention_heads != real.num_attention_heads:
             report["attention_heads_padded"] = {
                 "heads": real.num_attention_heads, "padded_to": text.num_attention_heads,

@@ -130,6 +130,17 @@ def kv_replication(tp: int, config) -> int:
     return tp // kv if tp % kv == 0 else 0
 
 
+def tp_shards_kv_heads(text) -> bool:
+    """Does transformers' TP plan of the model leave each rank its share of the KV heads? A plan whose
+    key projection gathers its output (Phi-3's fused `qkv_proj`: "colwise_gather_output") gives every
+    rank all heads, and each rank's KV cache holds them all."""
+    plan = getattr(text, "base_model_tp_plan", None) or {}
+    for name, style in plan.items():
+        if name.endswith(("k_proj", "qkv_proj", "kv_proj")):
+            return "gather" not in str(style)
+    return True
+
+
 def check_model(layout: Layout, config) -> None:
     """TP must divide every dimension the TP plan splits, and divide or be a multiple of the KV
     heads; PP needs a layer per model chunk; the message lists the sizes that work."""

@@ -71,7 +71,7 @@ def base_report(layout, config, model, region, dtype, dry_run: bool | None = Non
 
 def _kv_layout(layout, config) -> dict:
     """KV heads per TP rank, and whether TP replicates them (TP > KV heads, as NxD Inference does)."""
-    from ._layout import kv_replication
+    from ._layout import kv_replication, tp_shards_kv_heads
 
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     kv = getattr(text, "num_key_value_heads", None) or getattr(text, "num_attention_heads", None)
@@ -82,7 +82,8 @@ def _kv_layout(layout, config) -> dict:
     bias = head_dim if getattr(text, "attention_bias", False) else 0
     # k_proj and v_proj of every layer gain (copies - 1) x KV heads of [head_dim, hidden] (+ bias)
     extra = 2 * text.num_hidden_layers * (copies - 1) * kv * (head_dim * text.hidden_size + bias)
-    return {"kv_heads_per_rank": max(kv * copies // layout.tp, 1), "kv_head_copies": copies,
+    per_rank = max(kv * copies // layout.tp, 1) if tp_shards_kv_heads(text) else kv * copies
+    return {"kv_heads_per_rank": per_rank, "kv_head_copies": copies,
             "replica_parameters": extra}
 
 

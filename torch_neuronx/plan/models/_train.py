@@ -13,7 +13,7 @@ import torch
 from . import _pipeline as pipeline
 from . import _sequence_parallel as seq_parallel
 from .. import _progress as progress
-from ._build import build_causal_lm, local_bytes
+from ._build import build_causal_lm, local_bytes, parameter_count
 from ._layout import Layout, check_batch, check_model
 from ._measure import Region
 from ._report import base_report
@@ -244,7 +244,7 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
                 region.mark("step_end")
         report = base_report(layout, stage, model, region, dtype, dry_run)
         if layout.pp > 1:
-            report["parameters"] = _full_parameter_count(config, layout)
+            report["parameters"] = parameter_count(config)
         report.update({"micro_batch": micro_batch, "global_batch": global_batch, "grad_accum_steps": accum,
                        "seq_len": seq_len, "gradient_checkpointing": gradient_checkpointing, "zero1": zero1,
                        "sequence_parallel": sp, "sequence_parallel_note": sp_note,
@@ -298,12 +298,3 @@ def _vector_bytes_by_module(events) -> dict[str, int]:
             kind = re.sub(r"\.\d+", "", inner).rsplit(".", 1)[-1]
             out[kind] = out.get(kind, 0) + e.bytes
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
-
-
-def _full_parameter_count(config, layout) -> int:
-    """Parameters of the whole model (every stage), counted on the meta device."""
-    from ._config import causal_lm_class
-
-    with torch.device("meta"):
-        model = causal_lm_class(config)._from_config(config)
-    return sum(p.numel() for p in model.parameters())
