@@ -103,6 +103,13 @@ def plans(tmp_path_factory):
               for tp in (2, 4)]
     specs.append({"command": "train", "config": dense, "layout": dict(inst, tp=8),
                   "args": dict(train, sequence_parallel=False)})
+    # context parallelism: CP 2 and 4 beside FSDP (CP 1 is the TP 1 x FSDP 8 plan), TP 2 x CP 2, and a
+    # GQA model with checkpointing (its recompute runs inside the ring too)
+    specs += [{"command": "train", "config": dense, "layout": dict(inst, cp=cp, fsdp=8 // cp), "args": train}
+              for cp in (2, 4)]
+    specs.append({"command": "train", "config": dense, "layout": dict(inst, tp=2, cp=2, fsdp=2), "args": train})
+    specs.append({"command": "train", "config": gqa, "layout": dict(inst, cp=2, fsdp=4),
+                  "args": dict(train, gradient_checkpointing=True)})
     spec_path, out = tmp / "spec.json", tmp / "out.json"
     spec_path.write_text(json.dumps(specs))
     env = dict(os.environ, TORCH_NEURONX_DRY_RUN="1", TORCH_NEURONX_INSTANCE_TYPE="trn2.3xlarge",
@@ -114,7 +121,8 @@ def plans(tmp_path_factory):
     r = json.loads(out.read_text())
     return {"tp": dict(zip((1, 2, 4, 8), r[:4])), "kv_train": r[4], "kv_generate": r[5], "zero1": r[6],
             "pp": dict(zip(("gpipe", "1f1b", "interleaved"), r[7:10])), "ep": dict(zip((1, 8), r[10:12])),
-            "checkpointed": r[12], "sp": {2: r[13], 4: r[14], 8: r[3]}, "no_sp": r[15]}
+            "checkpointed": r[12], "sp": {2: r[13], 4: r[14], 8: r[3]}, "no_sp": r[15],
+            "cp": {1: r[0], 2: r[16], 4: r[17]}, "tp_cp": r[18], "cp_gqa_checkpointed": r[19]}
 
 
 def _peak() -> float:
@@ -282,3 +290,63 @@ def test_sequence_parallelism_splits_norms_and_residuals_over_tp(plans):
     # what is left to all-reduce with it: the vocabulary-parallel loss's per-token maxima and sums
     sp_reduced = plans["sp"][8]["collectives"].get("all_reduce", {}).get("bytes", 0)
     assert off["collectives"]["all_reduce"]["bytes"] > 50 * sp_reduced
+
+
+def _ring_attention(c: dict, cp: int, tp: int = 1, checkpointing: bool = False) -> float:
+    """Attention FLOPs of one CP rank's micro-step. The load-balanced ring gives each rank chunks r
+    and 2 CP - 1 - r of the sequence: its first step is the causal block of its own S / CP tokens
+    (counted whole, as CP 1's causal attention is), each of the CP - 1 others half a block (its
+    queries against the earlier chunk only, or its later chunk against both). Backward and
+    recompute as for CP 1 (3.5x the forward, 4.5x with checkpointing)."""
+    local = SEQ // cp
+    return _attention_fwd(c, local, local, tp) * (1 + (cp - 1) / 2) * (3.5 + (1 if checkpointing else 0))
+
+
+def _kv_all_gather_bytes(c: dict) -> int:
+    """One ring all-gather: every rank's keys and values (one flat tensor), i.e. the whole sequence's."""
+    head_dim = c["hidden_size"] // c["num_attention_heads"]
+    return 2 * SEQ * c["num_key_value_heads"] * head_dim * 2   # K and V, bf16
+
+
+def test_context_parallelism_splits_the_sequence_and_rings_the_keys(plans):
+    """With CP each rank runs 1/CP of the tokens through every matmul and its share of the causal
+    attention as a ring: the matmul FLOPs are 1/CP of CP 1's closed form; the ring adds one
+    all-gather of the keys and values per layer in the forward and one in the backward, over the
+    CP group; FSDP shards over FSDP x CP, so the parameters per core stay as at CP 1 and the
+    activations shrink."""
+    base = plans["cp"][1]
+    layers = DENSE["num_hidden_layers"]
+    for cp, r in plans["cp"].items():
+        assert r["fits"] and r["cp"] == cp and r["fsdp"] == 8 // cp and (f"CP{cp}" in r["layout"]) == (cp > 1)
+        got = r["flops_by_category_per_micro_step"]
+        matmul, _ = train_flops_closed_form(DENSE, SEQ // cp, SEQ)
+        assert got["matmul"] == pytest.approx(matmul, rel=0.01)
+        assert got["matmul"] == pytest.approx(base["flops_by_category_per_micro_step"]["matmul"] / cp, rel=0.05)
+        assert got["attention"] == pytest.approx(_ring_attention(DENSE, cp), rel=0.01)
+        assert r["memory_breakdown_bytes_per_core"]["parameters"] == base["memory_breakdown_bytes_per_core"]["parameters"]
+        # CP ranks share a sequence: only the FSDP ranks split the batch
+        assert r["global_batch"] == 8 // cp
+        if cp > 1:
+            extra = r["collectives"]["all_gather"]["count"] - base["collectives"]["all_gather"]["count"]
+            extra_bytes = r["collectives"]["all_gather"]["bytes"] - base["collectives"]["all_gather"]["bytes"]
+            assert extra == 2 * layers
+            assert extra_bytes == 2 * layers * _kv_all_gather_bytes(DENSE)
+    assert plans["cp"][4]["peak_hbm_bytes_per_core"] < plans["cp"][2]["peak_hbm_bytes_per_core"] \
+        < base["peak_hbm_bytes_per_core"]
+
+
+def test_context_parallelism_with_tp_and_with_checkpointing(plans):
+    """TP 2 x CP 2: each rank's matmuls are TP 2's weights on half the tokens; a GQA model with
+    checkpointing stays on SDPA's causal path inside the ring (no mask is built)."""
+    r = plans["tp_cp"]
+    matmul, _ = train_flops_closed_form(DENSE, SEQ // 2, SEQ, tp=2)
+    assert r["flops_by_category_per_micro_step"]["matmul"] == pytest.approx(matmul, rel=0.01)
+    assert r["flops_by_category_per_micro_step"]["attention"] == pytest.approx(_ring_attention(DENSE, 2, tp=2), rel=0.01)
+    g = plans["cp_gqa_checkpointed"]
+    matmul, _ = train_flops_closed_form(GQA, SEQ // 2, SEQ, checkpointing=True)
+    assert g["flops_by_category_per_micro_step"]["matmul"] == pytest.approx(matmul, rel=0.01)
+    assert g["flops_by_category_per_micro_step"]["attention"] == pytest.approx(
+        _ring_attention(GQA, 2, checkpointing=True), rel=0.01)
+    mfu = g["flops_per_core"] / (g["step_time_s"] * _peak())
+    assert g["mfu"] == pytest.approx(mfu, rel=1e-9)
+    assert g["tokens_per_s"] == pytest.approx(g["global_batch"] * SEQ / g["step_time_s"], rel=1e-9)

@@ -32,6 +32,7 @@ GENERATE = ["--config", "cfg", "--instance", "trn2.48xlarge", "--tp", "32", "--b
     (TrainOptions, cli.add_train_arguments, [a for a in TRAIN if a != "--zero1"]),
     (TrainOptions, cli.add_train_arguments, ["--config", "cfg"]),                           # every default
     (TrainOptions, cli.add_train_arguments, ["--config", "cfg", "--tp", "8", "--no-sequence-parallel"]),
+    (TrainOptions, cli.add_train_arguments, ["--config", "cfg", "--tp", "4", "--cp", "4", "--fsdp", "2"]),
     (GenerateOptions, cli.add_generate_arguments, GENERATE),
     (GenerateOptions, cli.add_generate_arguments, ["--config", "cfg", "--mode", "eager", "--compile"]),
 ])
@@ -58,6 +59,12 @@ def test_options_are_frozen_and_carry_their_layout():
     (TrainOptions, cli.add_train_arguments, ["--tp", "5"], "5 x 1 x 1 = 5 does not divide the 64"),
     (TrainOptions, cli.add_train_arguments, ["--instance", "nope.xlarge"], "--instance 'nope.xlarge' is not a known"),
     (TrainOptions, cli.add_train_arguments, ["--pp", "2", "--pp-schedule", "zigzag"], "zigzag"),
+    (TrainOptions, cli.add_train_arguments, ["--cp", "4", "--seq-len", "100"],
+     "--seq-len 100 must be a multiple of 2 x --cp = 8: the load-balanced ring"),
+    (TrainOptions, cli.add_train_arguments, ["--cp", "2", "--dp", "32", "--zero1"], "--zero1 with --cp 2"),
+    (TrainOptions, cli.add_train_arguments, ["--cp", "2", "--pp", "2"], "--cp 2 is planned with --tp, --fsdp and --dp"),
+    (TrainOptions, cli.add_train_arguments, ["--cp", "0"], "--cp must be a positive integer"),
+    (TrainOptions, cli.add_train_arguments, ["--cp", "3"], "TP x CP x FSDP x PP = 1 x 3 x 1 x 1 = 3 does not divide"),
     (GenerateOptions, cli.add_generate_arguments, ["--mode", "eager", "--buckets", "128"], "--buckets plans the deployed"),
     (GenerateOptions, cli.add_generate_arguments, ["--output-tokens", "0"], "--output-tokens must be a positive"),
     (GenerateOptions, cli.add_generate_arguments, ["--lnc", "3"], "--lnc 3 is not supported"),

@@ -70,6 +70,9 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
                    help="model chunks per stage (interleaved's virtual stages; default 2 for interleaved)")
     p.add_argument("--ep", type=int, default=1, help="expert-parallel degree (MoE configs; a multiple of --tp)")
     p.add_argument("--fsdp", type=int, default=1, help="FSDP shards, as DistributedConfig(fsdp_size)")
+    p.add_argument("--cp", type=int, default=1,
+                   help="context parallelism: the sequence split over CP ranks, ring attention (torch's "
+                        "context_parallel); FSDP shards over FSDP x CP")
     p.add_argument("--dp", type=int, default=None, help="data-parallel replicas (default: the cores left)")
     p.add_argument("--zero1", action="store_true", help="ZeRO-1: shard the AdamW state over the DP replicas (with --tp: NxD Training's TP x ZeRO-1)")
     p.add_argument("--micro-batch", type=int, default=1)
@@ -272,6 +275,10 @@ def run_train(args) -> int:
         pipe = report["pipeline"]
         rows.append(("pipeline", f"{pipe['schedule']}, {pipe['stages']} stages x {pipe['chunks_per_stage']} chunks, "
                                  f"{pipe['microbatches']} micro-batches, bubble {pipe['bubble_fraction']:.1%}"))
+    if report.get("cp", 1) > 1:
+        cp, seq = report["cp"], report["seq_len"]
+        rows.append(("context parallelism", f"CP {cp}: each rank {seq // cp:,} of the {seq:,} tokens (load-balanced), "
+                                            f"ring attention; FSDP over {report['fsdp'] * cp} ranks (FSDP x CP)"))
     if report.get("sequence_parallel") or report.get("sequence_parallel_note"):
         rows.append(("sequence parallelism", "on (norms and residuals on 1/TP of the sequence, vocabulary-parallel "
                      "loss)" if report["sequence_parallel"] else report["sequence_parallel_note"]))

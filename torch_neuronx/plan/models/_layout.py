@@ -26,6 +26,7 @@ class Layout:
     pp_schedule: str = "1f1b"      # gpipe | 1f1b | interleaved (_pipeline.py)
     pp_chunks: int = 1             # model chunks per stage (interleaved: virtual stages per rank)
     ep: int = 1                    # expert parallel degree (MoE: experts split over EP ranks)
+    cp: int = 1                    # context parallel degree (the sequence split over CP ranks, ring attention)
 
     @property
     def view(self) -> neuron_hardware.LogicalCoreView:
@@ -48,7 +49,8 @@ class Layout:
 
     @property
     def data_parallel(self) -> int:
-        """Ranks that see different batches: FSDP shards and DP replicas both split the batch."""
+        """Ranks that see different batches: FSDP shards and DP replicas both split the batch (CP
+        ranks share a batch and split its sequence)."""
         return self.fsdp * self.dp
 
     @property
@@ -60,6 +62,8 @@ class Layout:
         if self.nodes > 1:
             parts.append(f"x{self.nodes} nodes")
         parts.append(f"TP{self.tp}")
+        if self.cp > 1:
+            parts.append(f"CP{self.cp}")
         if self.fsdp > 1:
             parts.append(f"FSDP{self.fsdp}")
         if self.dp > 1:
@@ -77,15 +81,17 @@ def _divisors(n: int) -> list[int]:
 
 def make_layout(instance: str, lnc: int | None = None, nodes: int = 1, tp: int = 1, fsdp: int = 1,
                 dp: int | None = None, pp: int = 1, pp_schedule: str = "1f1b", pp_chunks: int | None = None,
-                ep: int = 1) -> Layout:
-    """A checked Layout; `dp` None fills the cores left after TP x FSDP x PP. Pipeline stages are
-    outermost in the rank order (stage s holds ranks s x world/PP ..), as NxD and Megatron order them."""
+                ep: int = 1, cp: int = 1) -> Layout:
+    """A checked Layout; `dp` None fills the cores left after TP x CP x FSDP x PP. Pipeline stages are
+    outermost in the rank order (stage s holds ranks s x world/PP ..), as NxD and Megatron order them;
+    CP ranks sit between FSDP and TP (torchtitan's order: FSDP shards over FSDP x CP)."""
     from ._pipeline import check_schedule
     try:   # the planner's own flags, never the environment: --lnc defaults to the chip's LNC
         lnc = neuron_hardware.logical_core_view(instance, lnc, instance_from="--instance", lnc_from="--lnc").lnc
     except neuron_hardware.HardwareChoiceError as err:
         raise LayoutError(str(err)) from None
-    for name, value in (("--nodes", nodes), ("--tp", tp), ("--fsdp", fsdp), ("--pp", pp), ("--ep", ep)):
+    for name, value in (("--nodes", nodes), ("--tp", tp), ("--fsdp", fsdp), ("--pp", pp), ("--ep", ep),
+                        ("--cp", cp)):
         if not isinstance(value, int) or value < 1:
             raise LayoutError(f"{name} must be a positive integer, got {value!r}")
     try:
@@ -95,12 +101,16 @@ def make_layout(instance: str, lnc: int | None = None, nodes: int = 1, tp: int =
     if ep > 1 and (ep % tp or (fsdp * tp) % ep):
         raise LayoutError(f"--ep {ep} must be a multiple of --tp {tp} and divide --fsdp x --tp = {fsdp * tp} "
                           f"(experts are split over the ranks that split the dense layers); e.g. --ep {tp * fsdp}")
+    if cp > 1 and (pp > 1 or ep > 1):
+        raise LayoutError(f"--cp {cp} is planned with --tp, --fsdp and --dp (FSDP sharding over FSDP x CP, as "
+                          f"torchtitan runs it), not with --pp or --ep; use --pp 1 --ep 1 or --cp 1")
     layout = Layout(instance, lnc, nodes, tp, fsdp, 1, pp)
     world = layout.world_size
-    model_parallel = tp * fsdp * pp
+    model_parallel = tp * fsdp * pp * cp
+    names, sizes = ("TP x CP x FSDP", f"{tp} x {cp} x {fsdp}") if cp > 1 else ("TP x FSDP", f"{tp} x {fsdp}")
     if dp is None:
         if world % model_parallel:
-            raise LayoutError(f"TP x FSDP x PP = {tp} x {fsdp} x {pp} = {model_parallel} does not divide the "
+            raise LayoutError(f"{names} x PP = {sizes} x {pp} = {model_parallel} does not divide the "
                               f"{world} NeuronCores of {nodes} x {instance} at LNC={lnc}; choose sizes whose "
                               f"product divides {world} (divisors: {_divisors(world)})")
         dp = world // model_parallel
@@ -108,10 +118,10 @@ def make_layout(instance: str, lnc: int | None = None, nodes: int = 1, tp: int =
         raise LayoutError(f"--dp must be a positive integer, got {dp!r}")
     if model_parallel * dp != world:
         hint = f", e.g. --dp {world // model_parallel}" if world % model_parallel == 0 else ""
-        raise LayoutError(f"TP x FSDP x DP x PP = {tp} x {fsdp} x {dp} x {pp} = {model_parallel * dp} ranks, but "
+        raise LayoutError(f"{names} x DP x PP = {sizes} x {dp} x {pp} = {model_parallel * dp} ranks, but "
                           f"{nodes} x {instance} at LNC={lnc} has {world} NeuronCores "
                           f"({layout.cores_per_node} per node); choose sizes whose product is {world}{hint}")
-    return Layout(instance, lnc, nodes, tp, fsdp, dp, pp, pp_schedule, pp_chunks, ep)
+    return Layout(instance, lnc, nodes, tp, fsdp, dp, pp, pp_schedule, pp_chunks, ep, cp)
 
 
 # config attributes tensor parallelism splits (transformers' base_model_tp_plan shards heads, the MLP

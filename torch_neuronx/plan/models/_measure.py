@@ -29,6 +29,9 @@ class Region:
     def __enter__(self) -> "Region":
         torch.neuron.synchronize()
         torch.neuron.reset_peak_memory_stats(0)
+        # what is already allocated is not this plan's: tensors an earlier plan in the same process
+        # could not free (FSDP's autograd hooks keep a trained model's shards alive)
+        self.baseline = torch.neuron.memory_allocated(0)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
@@ -127,6 +130,6 @@ class Region:
                 f"runtime starts)")
         return props.total_memory
 
-    @staticmethod
-    def peak_bytes() -> int:
-        return torch.neuron.max_memory_allocated(0)
+    def peak_bytes(self) -> int:
+        """The most this plan held at once on neuron:0 (beyond what was allocated when it started)."""
+        return torch.neuron.max_memory_allocated(0) - self.baseline

@@ -86,6 +86,7 @@ class TrainOptions(_Plan):
     seq_len: int
     gradient_checkpointing: bool
     sequence_parallel: bool = True   # with TP, as NxD Training runs it (_cli.py: --no-sequence-parallel)
+    cp: int = 1                      # context parallelism (_context_parallel.py)
 
     COMMAND = "train"
 
@@ -98,7 +99,13 @@ class TrainOptions(_Plan):
             except ValueError as err:
                 raise OptionsError(str(err)) from None
         self._check_layout(fsdp=self.fsdp, dp=self.dp, pp=self.pp, pp_schedule=self.pp_schedule,
-                           pp_chunks=self.pp_chunks, ep=self.ep)
+                           pp_chunks=self.pp_chunks, ep=self.ep, cp=self.cp)
+        from ._context_parallel import check
+
+        try:
+            check(self.layout, self.seq_len, self.zero1)
+        except ValueError as err:
+            raise OptionsError(str(err)) from None
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ def base_report(layout, config, model, region, dtype, dry_run: bool | None = Non
         "schema_version": SCHEMA_VERSION, "kind": "model",
         "instance": layout.instance, "lnc": layout.lnc, "nodes": layout.nodes,
         "world_size": layout.world_size, "layout": layout.describe(),
-        "tp": layout.tp, "fsdp": layout.fsdp, "dp": layout.dp, "pp": layout.pp,
+        "tp": layout.tp, "cp": layout.cp, "fsdp": layout.fsdp, "dp": layout.dp, "pp": layout.pp,
         "model_type": config.model_type,
         "parameters": count,
         **kv,

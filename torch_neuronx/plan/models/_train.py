@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import torch
 
+from . import _context_parallel as context_parallel
 from . import _pipeline as pipeline
 from . import _sequence_parallel as seq_parallel
 from .. import _progress as progress
@@ -135,8 +136,8 @@ def sequence_parallel_note(layout: Layout, config, requested: bool) -> str | Non
         return "off (--no-sequence-parallel)"
     if layout.tp < 2:
         return "off: no tensor parallelism (--tp 1)"
-    if layout.fsdp > 1 or layout.ep > 1:
-        return "off: planned with TP x DP, ZeRO-1 and PP only (not with --fsdp or --ep)"
+    if layout.fsdp > 1 or layout.ep > 1 or layout.cp > 1:
+        return "off: planned with TP x DP, ZeRO-1 and PP only (not with --fsdp, --ep or --cp)"
     text = config.get_text_config()
     if getattr(text, "num_local_experts", None) or getattr(text, "num_experts", None):
         return "off: a mixture-of-experts model"
@@ -181,11 +182,12 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
         raise ValueError(f"--seq-len must be >= 1, got {seq_len}")
     if zero1:
         zero1_check(layout.tp, layout.fsdp)
+    context_parallel.check(layout, seq_len, zero1)
     plain_zero1 = zero1 and layout.tp == 1 and layout.pp == 1   # torch's ZeroRedundancyOptimizer
     stage = pipeline.stage_config(config, layout)
     # TP x DP without FSDP: the program runs over the TP group and the DP collectives (ZeRO-1's
     # reduce-scatter + all-gather, or the gradient all-reduce) are costed once per optimizer step
-    tp_dp = not plain_zero1 and layout.tp > 1 and layout.fsdp == 1 and layout.ep == 1
+    tp_dp = not plain_zero1 and layout.tp > 1 and layout.fsdp == 1 and layout.ep == 1 and layout.cp == 1
     sp_note = sequence_parallel_note(layout, config, sequence_parallel)
     sp = sp_note is None and (zero1 or tp_dp)
     # the ranks whose collectives this program runs: a pipeline stage (PP outermost), or the TP group
@@ -203,8 +205,9 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
                 model = build_causal_lm(stage, dtype, tp=layout.tp, sequence_parallel=sp)
                 if sp and not getattr(model, "_sequence_parallel", False):
                     sp, sp_note = False, "off: not a Llama-style decoder (q/k/v/o, gate/up/down, two norms per layer)"
-            else:
-                model = build_causal_lm(stage, dtype, tp=layout.tp, fsdp=layout.fsdp, dp=layout.dp, ep=layout.ep)
+            else:   # FSDP shards over the FSDP x CP ranks (_context_parallel.py)
+                model = build_causal_lm(stage, dtype, tp=layout.tp, fsdp=layout.fsdp * layout.cp, dp=layout.dp,
+                                        ep=layout.ep)
             model.train()
             if gradient_checkpointing:
                 model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -216,12 +219,18 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
                 optimizer = _adamw(model.parameters())
             vocab = config.get_text_config().vocab_size
             ids = torch.randint(0, vocab, (micro_batch, seq_len), device="neuron:0")
+            labels, cp_mesh = ids, None
+            if layout.cp > 1:   # each rank's share of the ids and labels (_context_parallel.py)
+                context_parallel.attention_check(model)
+                cp_mesh = context_parallel.cp_mesh(layout)
+                labels = ids.clone()
             held = {"activations": 0}
 
             def step(timed: bool):
                 before = torch.neuron.memory_allocated(0)
-                with seq_parallel.loss_context(model):
-                    loss = model(input_ids=ids, labels=ids).loss / accum
+                with seq_parallel.loss_context(model), \
+                        context_parallel.sharded_sequence(cp_mesh, ids, labels):
+                    loss = model(input_ids=ids, labels=labels).loss / accum
                     if timed:   # one micro-batch's activations held for its backward (pipeline memory)
                         held["activations"] = torch.neuron.memory_allocated(0) - before
                     loss.backward()
