@@ -240,7 +240,7 @@ def test_pipeline_schedules_match_their_closed_form(plans):
         assert pipe["first_stage_microbatches_in_flight"] == held
         assert pipe["first_stage_peak_bytes_estimate"] == r["peak_hbm_bytes_per_core"] + math.floor(
             (held - 1) * pipe["activation_bytes_per_microbatch"])
-        assert pipe["p2p"]["bytes_per_transfer"] == SEQ * GQA["hidden_size"] * 2
+        assert pipe["p2p"]["bytes_per_transfer"] == SEQ * GQA["hidden_size"] * 2 // 2   # each TP rank's half
     assert plans["pp"]["interleaved"]["pipeline"]["bubble_fraction"] < plans["pp"]["1f1b"]["pipeline"]["bubble_fraction"]
 
 

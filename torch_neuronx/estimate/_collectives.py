@@ -6,7 +6,12 @@ instance, local rank i on logical core i):
 - "neuronlink": one instance, several chips: a ring embedded in the instance's 2D torus (trn1,
                 trn2) or through NeuronSwitch (trn3), at the per-chip NeuronLink bandwidth shared
                 by the group's ranks on each chip;
-- "efa":        several instances: a ring whose slowest hop is EFA, shared by the ranks of an instance.
+- "efa":        several instances: a ring through each instance's NeuronLink and across instances over
+                EFA. Only the hops that leave an instance cross EFA, and every rank of an instance
+                is in one of the groups running at once (SPMD), so an instance's EFA carries one
+                stream per such group: local ranks / the group's ranks on the instance. The ring
+                runs at its slower kind of hop. (This is the EFA traffic of the hierarchical split
+                too: reduce-scatter inside, all-reduce of 1/k of the data across, all-gather inside.)
 Bytes moved per rank follow the ring (NCCL's busbw conventions, as nccom-test reports them,
 docs/hardware-sources.md C3): all_reduce 2(n-1)/n of the bytes; all_gather / reduce_scatter and
 all_to_all (n-1)/n of the full size; broadcast / reduce the bytes once; send/recv one step.
@@ -19,7 +24,8 @@ Across instances (EFA) and for the other kinds: a ring. time = start-up + steps 
 bytes moved / bandwidth, the start-up reduction_launch_s for a collective that reduces
 (all_reduce, reduce_scatter, reduce) and collective_launch_s for the others. Ignored: contention
 with compute DMA, CC-core scheduling, KangaRing's fewer HBM touches, the hierarchical split of
-groups spanning instances.
+groups spanning instances in the step count (a ring's 2(n-1) step latencies: nccom-test's 64-rank,
+two-instance all-reduce has a 520 us floor where this gives 1.9 ms).
 """
 from __future__ import annotations
 
@@ -55,12 +61,17 @@ class CollectiveEstimate:
         return asdict(self)
 
 
+def _ranks_per_instance(hw: Hardware, local_world_size: int | None = None) -> int:
+    """Ranks per instance: torchrun's LOCAL_WORLD_SIZE, else every logical core of the instance."""
+    return local_world_size or int(os.environ.get("LOCAL_WORLD_SIZE", 0) or 0) or hw.logical_cores
+
+
 def placement(group_size: int, hw: Hardware, ranks=None, local_world_size: int | None = None) -> str:
     """Where a group's ranks sit: "self", "chip", "neuronlink" or "efa"."""
     if group_size <= 1:
         return "self"
     ranks = list(ranks) if ranks is not None else list(range(group_size))
-    per_node = local_world_size or int(os.environ.get("LOCAL_WORLD_SIZE", 0) or 0) or hw.logical_cores
+    per_node = _ranks_per_instance(hw, local_world_size)
     nodes = {r // per_node for r in ranks}
     if len(nodes) > 1:
         return "efa"
@@ -138,8 +149,13 @@ def collective_estimate(kind: str, nbytes: int, group_size: int, *, where: str |
     elif where == "efa":
         if inst.efa_bytes_per_s <= 0:
             raise ValueError(f"{inst.name} has no EFA figure; choose a multi-instance type such as trn2.48xlarge")
-        sharing = min(group_size, hw.logical_cores)
-        bw = inst.efa_bytes_per_s * a.efa_efficiency / sharing
+        per_node = _ranks_per_instance(hw)
+        members = list(ranks) if ranks is not None else list(range(group_size))
+        on_one = max(sum(1 for r in members if r // per_node == node) for node in {r // per_node for r in members})
+        streams = max(1, per_node // on_one)     # groups crossing each instance's EFA at once
+        efa = inst.efa_bytes_per_s * a.efa_efficiency / streams
+        link = inst.neuronlink_bytes_per_s * a.neuronlink_efficiency / min(on_one, hw.logical_cores_per_chip)
+        bw = min(efa, link)
         lat, algo = a.efa_step_latency_s, "ring across instances over EFA"
     else:
         raise ValueError(f"where={where!r} is not a placement; use chip, neuronlink or efa")

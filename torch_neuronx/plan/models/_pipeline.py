@@ -64,10 +64,12 @@ def in_flight(pp: int, microbatches: int, schedule: str, chunks: int = 1) -> flo
 def p2p(layout, micro_batch: int, seq_len: int, hidden: int, dtype_bytes: int, hardware) -> dict:
     """Per micro-batch: the activation a stage sends forward and the gradient it sends back, each
     chunk boundary once (interleaved: v of them), between rank r of a stage and rank r of the next
-    (world / PP ranks apart). Counted on the critical path (not overlapped with compute)."""
+    (world / PP ranks apart). Each TP rank sends its 1/TP slice of the boundary activation (its
+    sequence-parallel shard; Megatron's scatter-gather does the same without sequence
+    parallelism), all TP ranks at once. Counted on the critical path (not overlapped with compute)."""
     from ...estimate._collectives import collective_estimate
 
-    nbytes = micro_batch * seq_len * hidden * dtype_bytes
+    nbytes = micro_batch * seq_len * hidden * dtype_bytes // layout.tp
     stride = layout.world_size // layout.pp
     c = collective_estimate("send", nbytes, 2, ranks=(0, stride), hardware=hardware, name="pipeline.send")
     per_micro = 2 * layout.pp_chunks * c.seconds
