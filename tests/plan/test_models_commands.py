@@ -64,9 +64,13 @@ def test_train_report_with_accumulation(tiny_config_dir, plan_env, tmp_path):
 def test_context_parallel_train_runs_for_real_and_says_so(tiny_config_dir, plan_env, tmp_path, capsys):
     """--cp 2 runs the tiny model's steps inside torch's context_parallel (ring attention over the
     fake group's CP ranks); the report and the terminal say how the sequence was split."""
-    r = _run("train", ["--config", tiny_config_dir, "--cp", "2", "--fsdp", "2", "--seq-len", "32"], tmp_path)
+    page = tmp_path / "cp.html"
+    r = _run("train", ["--config", tiny_config_dir, "--cp", "2", "--fsdp", "2", "--seq-len", "32", "--html", str(page)],
+             tmp_path)
     out = capsys.readouterr().out
     assert "TP1 CP2 FSDP2" in out and "| context parallelism | CP 2: each rank 16 of the 32 tokens" in out
+    html = page.read_text()   # the HTML page says the same
+    assert "context parallelism" in html and "CP 2: each rank 16 of the 32 tokens" in html
     assert (r["cp"], r["fsdp"], r["world_size"], r["global_batch"]) == (2, 2, 4, 2) and r["fits"] is True
     assert r["step_time_s"] > 0 and r["flops_by_category_per_micro_step"]["attention"] > 0
     # FSDP over FSDP x CP = 4 ranks: a quarter of the parameters (plus one row of rounding per tensor)

@@ -6,6 +6,7 @@ import functools
 from . import recorders
 from ..runtime._logical_core import resolve
 from ._eager import Fuser
+from ._ops import roofline_terms
 from .hardware import hardware_of
 from ._report import Report
 
@@ -123,7 +124,8 @@ class Estimate(Report):
         if not e.modelled:
             self.no_model(e.name)
         self.record("op", e.name, e.seconds, e.category, launch_s=e.launch_s, flops=e.flops,
-                    nbytes=e.bytes, bound=e.bound, device=device, phase=phase, modules=modules)
+                    nbytes=e.bytes, bound=e.bound, device=device, phase=phase, modules=modules,
+                    detail={"roofline": (roofline_terms(e),)} if e.compute_s or e.memory_s else None)
 
     def no_model(self, name: str) -> None:
         """An op the cost model could not cost: listed in the report; an error when strict."""
@@ -140,7 +142,7 @@ class Estimate(Report):
         modules, here = self._where()
         self.record("graph", g.name, g.seconds, "graph", launch_s=g.launch_s, flops=g.flops,
                     nbytes=g.bytes, bound=g.bound, device=device, phase=phase or here,
-                    modules=modules, detail={**g.breakdown(), "explain": g.explain()})
+                    modules=modules, detail={**g.breakdown(), "explain": g.explain(), "roofline": g.kernel_terms})
 
     def record_collective(self, c, device: int) -> None:
         modules, phase = self._where()

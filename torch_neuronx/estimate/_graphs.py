@@ -26,7 +26,7 @@ from torch.utils._pytree import tree_flatten
 
 from . import _formulas as formulas, recorders
 from .hardware import Hardware
-from ._ops import op_estimate
+from ._ops import op_estimate, roofline_terms
 from ._subclasses import defer_to_subclass
 
 
@@ -42,6 +42,8 @@ class GraphEstimate:
     kernels: int = 0
     compute_s: float = 0.0
     memory_s: float = 0.0
+    # per kernel, its roofline terms (_ops.roofline_terms, summed over the kernel's ops per engine)
+    kernel_terms: tuple = ()
     eager_seconds: float = 0.0     # the same ops run eagerly: one launch and a full HBM round trip each
     eager_bytes: int = 0
     eager_launches: int = 0
@@ -179,6 +181,9 @@ def program(calls, out_keys, hw: Hardware, name: str) -> dict[str, GraphEstimate
         # engines of a fused kernel run concurrently: its compute is the busiest engine's work
         kd.setdefault("engines", {})[e.engine] = kd.setdefault("engines", {}).get(e.engine, 0.0) + e.compute_s
         kd["compute"] = max(kd["engines"].values())
+        if e.engine == "tensor":   # what of its TensorEngine time each efficiency scales (roofline_terms)
+            parts = roofline_terms(e)[:3]
+            kd["tensor_parts"] = tuple(x + y for x, y in zip(kd.get("tensor_parts", (0.0, 0.0, 0.0)), parts))
         kd["flops"] += e.flops
         kd["cats"][e.category] = kd["cats"].get(e.category, 0) + 1
         for i, t in enumerate(formulas.tensors((a, k))):
@@ -201,6 +206,7 @@ def program(calls, out_keys, hw: Hardware, name: str) -> dict[str, GraphEstimate
         if not ops:
             continue
         g = GraphEstimate(f"{name}:{phase}", launch_s=hw.assumptions.graph_launch_s)
+        terms = []
         for kd in mine:
             partial = kd.get("partial", {})
             nbytes = sum(partial.get(x, size[x]) for x in kd["reads"] | kd["writes"])
@@ -209,9 +215,12 @@ def program(calls, out_keys, hw: Hardware, name: str) -> dict[str, GraphEstimate
             g.compute_s += kd["compute"]
             g.memory_s += mem
             g.seconds += max(kd["compute"], mem)
+            other = max((v for k, v in kd["engines"].items() if k != "tensor"), default=0.0)
+            terms.append((*kd.get("tensor_parts", (0.0, 0.0, 0.0)), other, mem))
             g.flops += kd["flops"]
             for c, n in kd["cats"].items():
                 g.categories[c] = g.categories.get(c, 0) + n
+        g.kernel_terms = tuple(terms)
         g.seconds += g.launch_s
         g.bound = "launch" if g.launch_s > g.seconds - g.launch_s else (
             "compute" if g.compute_s >= g.memory_s else "memory")

@@ -29,6 +29,9 @@ class OpEstimate:
     launch_s: float = 0.0
     dtype: str = ""
     modelled: bool = True   # False: no model for the op; counted as Vector-engine work
+    # a TensorEngine op's compute_s as (FLOPs at matmul_efficiency, operand fill at hbm_efficiency,
+    # fixed DMA latency and other work): what each efficiency assumption scales (roofline_terms)
+    tensor_parts: tuple = ()
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -45,8 +48,19 @@ def _vector_dtype(ts) -> str:
     return "float32"
 
 
+def roofline_terms(e: OpEstimate) -> tuple[float, float, float, float, float]:
+    """(TensorEngine seconds at matmul_efficiency, TensorEngine seconds at hbm_efficiency (its
+    operand fill), fixed TensorEngine seconds, other engines' seconds, HBM seconds) of an op: its
+    time less the launch is max(the first three's sum, the fourth, the fifth). Kept with each
+    recorded op so a report can say what other efficiencies would change (estimate/_roofline.py)."""
+    if e.engine != "tensor":
+        return (0.0, 0.0, 0.0, e.compute_s, e.memory_s)
+    matmul, fill, fixed = e.tensor_parts or (e.compute_s, 0.0, 0.0)
+    return (matmul, fill, fixed, 0.0, e.memory_s)
+
+
 def roofline(name, category, engine, flops, nbytes, compute_s, hw: Hardware, launch_s: float,
-             dtype: str, modelled: bool = True) -> OpEstimate:
+             dtype: str, modelled: bool = True, tensor_parts: tuple = ()) -> OpEstimate:
     memory_s = nbytes / (hw.hbm_bytes_per_s * hw.assumptions.hbm_efficiency)
     body = max(compute_s, memory_s)
     if launch_s > body:
@@ -54,7 +68,7 @@ def roofline(name, category, engine, flops, nbytes, compute_s, hw: Hardware, lau
     else:
         bound = "compute" if compute_s >= memory_s else "memory"
     return OpEstimate(name, body + launch_s, bound, category, int(flops), int(nbytes), engine,
-                      compute_s, memory_s, launch_s, dtype, modelled)
+                      compute_s, memory_s, launch_s, dtype, modelled, tensor_parts)
 
 
 def _registered(name, cost: Cost, ins, outs, nbytes, hw: Hardware, launch_s: float) -> OpEstimate:
@@ -62,18 +76,16 @@ def _registered(name, cost: Cost, ins, outs, nbytes, hw: Hardware, launch_s: flo
     Vector engine's, bytes at HBM bandwidth, through the same roofline as every op."""
     every = ins + outs
     dtype = dtype_name(every[0].dtype) if every else "float32"
-    compute_s = 0.0
-    if cost.flops:
-        compute_s += cost.flops / (hw.tensor_flops(dtype) * hw.assumptions.matmul_efficiency)
-    if cost.elements:
-        compute_s += cost.elements / (hw.vector_elems_per_s(dtype, 1) * hw.assumptions.vector_efficiency)
+    matmul = cost.flops / (hw.tensor_flops(dtype) * hw.assumptions.matmul_efficiency) if cost.flops else 0.0
+    vector = (cost.elements / (hw.vector_elems_per_s(dtype, 1) * hw.assumptions.vector_efficiency)
+              if cost.elements else 0.0)
     category = cost.category or ("matmul" if cost.flops else "elementwise")
     engine = "tensor" if cost.flops else "vector"
     return roofline(name, category, engine, cost.flops, nbytes if cost.bytes is None else cost.bytes,
-                    compute_s, hw, launch_s, dtype)
+                    matmul + vector, hw, launch_s, dtype, tensor_parts=(matmul, 0.0, vector) if cost.flops else ())
 
 
-def _pipeline_fill_s(flops, ins, outs, nbytes, hw: Hardware) -> float:
+def _pipeline_fill_s(flops, ins, outs, nbytes, hw: Hardware) -> tuple[float, float]:
     """TensorEngine waits for its first operands: a well-tiled matmul keeps the moving operand
     ([K, N]) resident in SBUF when it fits in half of it (else one [K, 512] tile, nl.tile_size
     gemm limits) and streams the stationary one in blocks of up to 512 rows, so the first matmul
@@ -82,7 +94,7 @@ def _pipeline_fill_s(flops, ins, outs, nbytes, hw: Hardware) -> float:
     simulator, whose TensorEngine runs at the published peak, agrees within 10% on shapes and
     dtypes nothing was fitted to (tests/estimate/test_nki_agreement.py)."""
     if not outs or not ins or outs[0].numel() == 0:
-        return 0.0
+        return 0.0, 0.0
     out = outs[0]
     k = flops / (2 * out.numel())
     n = out.shape[-1] if out.dim() else 1
@@ -93,7 +105,7 @@ def _pipeline_fill_s(flops, ins, outs, nbytes, hw: Hardware) -> float:
     if resident > sbuf / 2:
         resident = k * 512 * elem
     fill_bytes = min(nbytes, resident + k * min(512, m) * elem)
-    return hw.chip.dma_fixed_latency_ns * 1e-9 + fill_bytes / (hw.hbm_bytes_per_s * hw.assumptions.hbm_efficiency)
+    return hw.chip.dma_fixed_latency_ns * 1e-9, fill_bytes / (hw.hbm_bytes_per_s * hw.assumptions.hbm_efficiency)
 
 
 def _decomposed(name, func, args, kwargs, hw: Hardware, launch: float) -> OpEstimate | None:
@@ -149,9 +161,10 @@ def op_estimate(func, args, kwargs, out, *, hardware: Hardware | None = None,
     if flops is not None:
         dtype = dtype_name(ins[0].dtype) if ins else "float32"
         category = "attention" if packet in formulas.ATTENTION else "matmul"
-        compute_s = flops / (hw.tensor_flops(dtype) * hw.assumptions.matmul_efficiency)
-        compute_s += _pipeline_fill_s(flops, ins, outs, nbytes, hw)
-        return roofline(name, category, "tensor", flops, nbytes, compute_s, hw, launch, dtype)
+        matmul = flops / (hw.tensor_flops(dtype) * hw.assumptions.matmul_efficiency)
+        latency, fill = _pipeline_fill_s(flops, ins, outs, nbytes, hw)
+        return roofline(name, category, "tensor", flops, nbytes, matmul + fill + latency, hw, launch, dtype,
+                        tensor_parts=(matmul, fill, latency))
     category, engine, passes, modelled = formulas.classify(func)
     if not modelled:
         whole = _decomposed(name, func, args, kwargs, hw, launch)

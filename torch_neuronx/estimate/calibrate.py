@@ -14,16 +14,14 @@ refuses the layout. The table gives planned / published per row (a time ratio: a
 is slower than Trainium), the median |log ratio| and the share of rows within 1.25x and 1.5x.
 
 Fitted constants, each a named assumption with a physical meaning, never per model or layout:
-matmul_efficiency (the fraction of TensorEngine peak real kernels sustain) on the rows whose time
-is mostly TensorEngine work (TTFT, training throughput), hbm_efficiency (the fraction of HBM
-bandwidth) on the decode rows (TPOT), and reduction_launch_s (the fixed start-up of a collective
-that reduces: all-reduce, reduce-scatter) on every row whose plan has them. An efficiency
-rescales only the part of the planned time it bounds (the plan's time by category, of the graph
-the metric measures: the CTE for TTFT, the TKG for TPOT, the step for training), as
-1 / efficiency; a start-up moves the planned time by its change times the graph's reducing
-collectives. The three minimise the sum of |log ratio| over the rows together; leave-one-out
-figures refit without the row they predict. The fitted values are reported with the setting that
-plans with them, not applied. See docs/calibration.md.
+matmul_efficiency (the fraction of TensorEngine peak real kernels sustain), hbm_efficiency (the
+fraction of HBM bandwidth) and reduction_launch_s (the fixed start-up of a collective that
+reduces: all-reduce, reduce-scatter). Each row is re-timed from its plan's roofline terms (the
+graph the metric measures: the CTE for TTFT, the TKG for TPOT, the step for training;
+estimate/_roofline.py) as the planner would time it with other efficiencies; a start-up moves the
+planned time by its change times the graph's reducing collectives. The three minimise the sum of |log ratio| over the rows together; leave-one-out figures refit without
+the row they predict. The fitted values are reported with the setting that plans with them, not
+applied. See docs/calibration.md.
 """
 from __future__ import annotations
 
@@ -50,11 +48,11 @@ ROWS = HERE / "published.csv"
 MODELS = HERE / "models.json"
 CACHE = HERE / "planned.json"
 
-# metric -> (the plan report's key, how a planned figure compares: "time" or "rate", the constant it fits)
+# metric -> (the plan report's key, how a planned figure compares: "time" or "rate")
 METRICS = {
-    "ttft_ms": ("ttft_ms", "time", "matmul_efficiency"),
-    "tpot_ms": ("tpot_ms", "time", "hbm_efficiency"),
-    "sequences_per_s": ("sequences_per_s", "rate", "matmul_efficiency"),
+    "ttft_ms": ("ttft_ms", "time"),
+    "tpot_ms": ("tpot_ms", "time"),
+    "sequences_per_s": ("sequences_per_s", "rate"),
 }
 
 
@@ -163,10 +161,11 @@ def plan_row(row: Row, models: dict, *, timeout: float = 1800.0, env: dict | Non
                     "planning_wall_s": wall}
         report = json.loads(Path(out).read_text())
     keep = {k: report.get(k) for k in ("ttft_ms", "tpot_ms", "sequences_per_s", "tokens_per_s", "step_time_s",
-                                       "mfu", "fits", "oom", "time_breakdown_s", "collectives", "parameters", "world_size",
+                                       "mfu", "fits", "oom", "time_breakdown_s", "roofline", "collectives",
+                                       "parameters", "world_size",
                                        "attention_heads_padded", "vocab_padded")}
     if report.get("graphs"):   # per graph (CTE, TKG): its time by category and its collectives
-        keep["graphs"] = {name: {k: g.get(k) for k in ("seconds", "time_breakdown_s", "collectives")}
+        keep["graphs"] = {name: {k: g.get(k) for k in ("seconds", "time_breakdown_s", "roofline", "collectives")}
                           for name, g in report["graphs"].items()}
     return {"report": keep, "argv": argv, "planning_wall_s": wall}
 
@@ -207,24 +206,7 @@ def summary(ratios: list[float]) -> dict:
             "within_1.5x": sum(x <= math.log(1.5) + 1e-12 for x in logs) / len(logs)}
 
 
-_BOUND = {   # the plan's time categories each efficiency bounds (see the module docstring)
-    "matmul_efficiency": lambda cat: cat in ("matmul", "attention", "graph"),
-    "hbm_efficiency": lambda cat: not (cat.startswith("collective") or cat == "launch"),
-}
 LATENCY = "reduction_launch_s"     # the fixed start-up of a reducing collective, fitted on every row
-
-
-def bound_share(constant: str, breakdown: dict | None) -> float:
-    """The share of a plan's time its constant bounds (1 when the plan gives no breakdown)."""
-    if not breakdown:
-        return 1.0
-    total = sum(breakdown.values())
-    return sum(v for k, v in breakdown.items() if _BOUND[constant](k)) / total if total > 0 else 1.0
-
-
-def rescaled(ratio: float, share: float, default: float, value: float) -> float:
-    """A row's time ratio with its efficiency at `value` instead of `default`."""
-    return ratio * (1 - share + share * default / value)
 
 
 @dataclass(frozen=True)
@@ -232,25 +214,34 @@ class Observed:
     """A compared row and what of its planned time each constant moves."""
     row: Row
     ratio: float             # planned / published, as times
-    share: float             # the share of the planned time the row's efficiency bounds
-    collectives: int = 0     # reducing collectives in the planned graph (CTE or TKG) or training step
+    roofline: tuple          # the planned graph's or step's time as roofline terms (estimate/_roofline.py parse)
+    collectives: int = 0     # reducing collectives in that graph or step
     seconds: float = 0.0     # that graph's or step's planned time
 
-    @property
-    def efficiency(self) -> str:
-        return METRICS[self.row.metric][2]
+
+EFFICIENCIES = ("matmul_efficiency", "hbm_efficiency")
+
+
+def _predict(o: Observed, defaults, values: dict):
+    """`o`'s time ratio with the constants at `values` (the defaults where absent; one of them may
+    be a numpy array of candidates, the result is then an array): each op and kernel of the plan
+    re-timed from its roofline terms, and each reducing collective's start-up moved by the change in
+    reduction_launch_s."""
+    import numpy as np
+
+    from ._roofline import seconds_at
+
+    value = {n: np.asarray(values.get(n, getattr(defaults, n)), dtype=float) for n in (*EFFICIENCIES, LATENCY)}
+    scale = [getattr(defaults, n) / value[n] for n in EFFICIENCIES]
+    ratio = o.ratio * seconds_at(o.roofline, *scale) / seconds_at(o.roofline, 1.0, 1.0)
+    if o.collectives and o.seconds > 0:
+        ratio = ratio + o.ratio * o.collectives * (value[LATENCY] - getattr(defaults, LATENCY)) / o.seconds
+    return ratio
 
 
 def predicted(o: Observed, defaults, values: dict) -> float:
-    """`o`'s time ratio with the constants at `values` (the defaults where absent): its efficiency
-    rescales the share it bounds as 1 / efficiency; each reducing collective's start-up moves the
-    planned time by the change in reduction_launch_s."""
-    name = o.efficiency
-    ratio = rescaled(o.ratio, o.share, getattr(defaults, name), values.get(name, getattr(defaults, name)))
-    if o.collectives and o.seconds > 0:
-        delta = values.get(LATENCY, getattr(defaults, LATENCY)) - getattr(defaults, LATENCY)
-        ratio += o.ratio * o.collectives * delta / o.seconds
-    return ratio
+    """`o`'s time ratio with the constants at `values` (_predict)."""
+    return float(_predict(o, defaults, values))
 
 
 MIN_ROWS_TO_FIT = 3     # fewer rows than this leave a constant at its default (reported as such)
@@ -260,28 +251,33 @@ GRIDS = {"matmul_efficiency": [0.05 + 0.0025 * k for k in range(381)],      # 0.
 
 
 def _informs(o: Observed, name: str) -> bool:
-    return (o.collectives > 0 and o.seconds > 0) if name == LATENCY else o.efficiency == name
+    """Does the row's planned time depend on constant `name`?"""
+    if name == LATENCY:
+        return o.collectives > 0 and o.seconds > 0
+    from ._assumptions import DEFAULTS
+
+    return abs(predicted(o, DEFAULTS, {name: getattr(DEFAULTS, name) * 0.9}) - o.ratio) > 1e-9 * o.ratio
 
 
 def fit_values(observed: list[Observed], defaults) -> dict:
     """The constants minimising the sum of |log ratio| over `observed` (least absolute deviations: a
     few rows the model cannot explain move the fit no more than any other row, and the table's
-    headline is the median |log ratio|), by coordinate descent over each constant's grid; a constant
-    fewer than MIN_ROWS_TO_FIT rows inform stays at its default."""
+    headline is the median |log ratio|), by coordinate descent over each constant's grid (every
+    candidate of a constant evaluated at once); a constant fewer than MIN_ROWS_TO_FIT rows inform
+    stays at its default."""
+    import numpy as np
+
     names = [n for n in GRIDS if sum(_informs(o, n) for o in observed) >= MIN_ROWS_TO_FIT]
     values = {n: getattr(defaults, n) for n in GRIDS}
-
-    def loss(vals):
-        total = 0.0
-        for o in observed:
-            r = predicted(o, defaults, vals)
-            total += abs(math.log(r)) if r > 0 else math.inf
-        return total
-
     for _ in range(30):
         before = dict(values)
         for name in names:
-            values[name] = min(GRIDS[name], key=lambda v: loss({**values, name: v}))
+            grid = np.asarray(GRIDS[name])
+            loss = np.zeros(len(grid))
+            for o in observed:
+                r = np.broadcast_to(_predict(o, defaults, {**values, name: grid}), grid.shape)
+                loss += np.where(r > 0, np.abs(np.log(np.where(r > 0, r, 1.0))), np.inf)
+            values[name] = float(grid[int(np.argmin(loss))])
         if values == before:
             break
     return values
@@ -301,14 +297,17 @@ def fit(observed: list[Observed], defaults) -> dict:
     return {"constants": constants, "rows": per_row}
 
 
-def _phase(row: Row, report: dict) -> tuple[dict | None, int, float]:
-    """(time by category, collectives, seconds) of the part of the plan the row's metric measures:
-    the CTE graph for TTFT, the TKG graph for TPOT, the step for training."""
+def _phase(row: Row, report: dict) -> tuple[dict | None, int, float, tuple | None]:
+    """(time by category, reducing collectives, seconds, roofline terms) of the part of the plan the
+    row's metric measures: the CTE graph for TTFT, the TKG graph for TPOT, the step for training."""
+    from ._roofline import parse
+
     graph = {"ttft_ms": "context_encoding", "tpot_ms": "token_generation"}.get(row.metric)
     part = (report.get("graphs") or {}).get(graph) or report
     breakdown = part.get("time_breakdown_s")
     count = sum(c.get("count", 0) for kind, c in (part.get("collectives") or {}).items() if kind in REDUCING)
-    return breakdown, count, sum((breakdown or {}).values())
+    roofline = parse(part["roofline"]) if part.get("roofline") else None
+    return breakdown, count, sum((breakdown or {}).values()), roofline
 
 
 # ---- the command --------------------------------------------------------------------------------
@@ -339,8 +338,13 @@ def build(rows: list[Row], cache: dict) -> dict:
             line["status"] = "the plan has no figure (out of memory?)"
         else:
             line["ratio"] = time_ratio(row, planned)
-            breakdown, count, seconds = _phase(row, entry["report"])
-            usable.append(Observed(row, line["ratio"], bound_share(METRICS[row.metric][2], breakdown), count, seconds))
+            _, count, seconds, roofline = _phase(row, entry["report"])
+            if roofline is None:
+                line["status"] = "the plan has no roofline terms (re-plan it: --recompute --rows)"
+                line["ratio"] = None
+                table.append(line)
+                continue
+            usable.append(Observed(row, line["ratio"], roofline, count, seconds))
         table.append(line)
     fitted = fit(usable, DEFAULTS)
     for line in table:

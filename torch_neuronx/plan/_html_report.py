@@ -17,7 +17,7 @@ import math
 import sys
 
 from .report_model import normalized
-from ._wording import deployed_layout_lines, number, plural, seconds, size
+from ._wording import deployed_layout_lines, number, plural, seconds, size, train_layout_lines
 
 # memory categories in stacking order, with their colours (the same in every bar and legend)
 MEMORY = [("parameters", "#4e79a7"), ("gradients", "#f28e2b"), ("optimizer_state", "#e15759"),
@@ -285,7 +285,7 @@ def model_page(r: dict) -> str:
                  ("gradient accumulation", plural(r["grad_accum_steps"], "micro-step"))]
         setup = [("micro-batch", number(r["micro_batch"])), ("global batch", number(r["global_batch"])),
                  ("sequence length", number(r["seq_len"])),
-                 ("gradient checkpointing", "yes" if r["gradient_checkpointing"] else "no")]
+                 ("gradient checkpointing", "yes" if r["gradient_checkpointing"] else "no"), *train_layout_lines(r)]
     peak, cap = r["peak_hbm_bytes_per_core"], r["hbm_capacity_bytes_per_core"]
     cards = [("peak HBM per core", size(peak)), ("capacity per core", size(cap))] + cards
     summary = _cards(cards) + "<br>" + _kv([

@@ -55,3 +55,19 @@ def deployed_layout_lines(report: dict) -> list[tuple[str, str]]:
         rows.append(("vocabulary", f"{vocab['vocab_size']} padded to {vocab['padded_to']} so TP {report['tp']} "
                      f"divides it, as NxD Inference pads its embedding and LM head"))
     return rows
+
+
+def train_layout_lines(report: dict) -> list[tuple[str, str]]:
+    """How a `train` plan laid the model out beyond the sizes (the report's rows and the HTML page's):
+    context parallelism, sequence parallelism, replicated KV heads."""
+    rows = []
+    if report.get("cp", 1) > 1:
+        cp, seq = report["cp"], report["seq_len"]
+        rows.append(("context parallelism", f"CP {cp}: each rank {seq // cp:,} of the {seq:,} tokens (load-balanced), "
+                                            f"ring attention; FSDP over {report['fsdp'] * cp} ranks (FSDP x CP)"))
+    if report.get("sequence_parallel") or report.get("sequence_parallel_note"):
+        rows.append(("sequence parallelism", "on (norms and residuals on 1/TP of the sequence, vocabulary-parallel "
+                     "loss)" if report["sequence_parallel"] else report["sequence_parallel_note"]))
+    if report.get("kv_head_copies", 1) > 1:
+        rows.append(("KV heads", f"replicated x{report['kv_head_copies']} ({report['kv_heads_per_rank']} per TP rank)"))
+    return rows

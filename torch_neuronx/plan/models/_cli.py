@@ -17,7 +17,7 @@ import os
 import sys
 
 from .. import _child as child, _notes as notes, _progress as progress
-from .._wording import plural
+from .._wording import plural, train_layout_lines
 from ._cli_deployed import add_deployed_arguments, run_deployed
 from ._layout import LayoutError
 
@@ -275,13 +275,5 @@ def run_train(args) -> int:
         pipe = report["pipeline"]
         rows.append(("pipeline", f"{pipe['schedule']}, {pipe['stages']} stages x {pipe['chunks_per_stage']} chunks, "
                                  f"{pipe['microbatches']} micro-batches, bubble {pipe['bubble_fraction']:.1%}"))
-    if report.get("cp", 1) > 1:
-        cp, seq = report["cp"], report["seq_len"]
-        rows.append(("context parallelism", f"CP {cp}: each rank {seq // cp:,} of the {seq:,} tokens (load-balanced), "
-                                            f"ring attention; FSDP over {report['fsdp'] * cp} ranks (FSDP x CP)"))
-    if report.get("sequence_parallel") or report.get("sequence_parallel_note"):
-        rows.append(("sequence parallelism", "on (norms and residuals on 1/TP of the sequence, vocabulary-parallel "
-                     "loss)" if report["sequence_parallel"] else report["sequence_parallel_note"]))
-    if report.get("kv_head_copies", 1) > 1:
-        rows.append(("KV heads", f"replicated x{report['kv_head_copies']} ({report['kv_heads_per_rank']} per TP rank)"))
+    rows += train_layout_lines(report)
     return _finish(report, args, "train", rows, collected)

@@ -177,6 +177,7 @@ def _probe(config, layout: Layout, dtype, cte_batch: int, bucket: int, tkg_batch
                     out[name] = {"seconds": region.seconds(a, b), "flops": region.flops(a, b),
                                  "bytes": sum(e.bytes for e in events), "collectives": region.collectives(a, b),
                                  "time_breakdown_s": region.by_category(a, b),
+                                 "roofline": region.roofline(a, b),
                                  "graph_calls": sum(1 for e in events if e.kind == "graph")}
             out["step_transient"] = torch.neuron.max_memory_allocated(0) - held
             del cte_cache
@@ -210,9 +211,11 @@ def _held_at_depth(config, layout: Layout, dtype, batches: set[int], max_len: in
 
 
 def _extrapolate(a: dict, b: dict, da: int, db: int, depth: int):
-    """Each number of probe `b` (depth db) extrapolated linearly from probe `a` (depth da) to `depth`."""
+    """Each number of probe `b` (depth db) extrapolated linearly from probe `a` (depth da) to `depth`;
+    a count the shallower probe lacks (a kernel between two layers) grows from 0."""
     if isinstance(a, dict):
-        return {k: _extrapolate(a.get(k), v, da, db, depth) for k, v in b.items()}
+        return {k: _extrapolate(a.get(k, 0 if isinstance(v, (int, float)) else None), v, da, db, depth)
+                for k, v in b.items()}
     if isinstance(b, bool) or not isinstance(b, (int, float)) or not isinstance(a, (int, float)):
         return b
     value = b + (b - a) * (depth - db) / (db - da)

@@ -106,6 +106,13 @@ class Region:
                 out["launch"] = out.get("launch", 0.0) + e.launch_s
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
+    def roofline(self, start: int = 0, end: int | None = None) -> dict:
+        """The events as roofline terms (estimate/_roofline.py): what the same stretch would take with
+        other matmul and HBM efficiencies (the calibration's fit reads it)."""
+        from ...estimate._roofline import summarize
+
+        return summarize(self.est.events[start:end])
+
     def collectives(self, start: int = 0, end: int | None = None) -> dict[str, dict]:
         """Per collective kind: calls, bytes and estimated seconds (dry-run process group only)."""
         out: dict[str, dict] = {}

@@ -288,6 +288,7 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
                 "bytes_by_category_per_micro_step": region.bytes_by_category(s, b),
                 "vector_bytes_by_module_per_micro_step": _vector_bytes_by_module(region.est.events[s:b]),
                 "time_breakdown_s": region.by_category(s, e),
+                "roofline": region.roofline(s, e),
                 "collectives": region.collectives(s, e),
             })
         del model, optimizer
