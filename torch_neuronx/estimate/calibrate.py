@@ -245,6 +245,7 @@ def predicted(o: Observed, defaults, values: dict) -> float:
 
 
 MIN_ROWS_TO_FIT = 3     # fewer rows than this leave a constant at its default (reported as such)
+GOAL = 0.8              # rows within 1.25x leave-one-out the calibration aims for
 GRIDS = {"matmul_efficiency": [0.05 + 0.0025 * k for k in range(381)],      # 0.05 .. 1.0
          "hbm_efficiency": [0.05 + 0.0025 * k for k in range(381)],
          LATENCY: [0.5e-6 * k for k in range(601)]}                          # 0 .. 300 us
@@ -295,6 +296,33 @@ def fit(observed: list[Observed], defaults) -> dict:
         per_row[o.row.id] = {"fitted": predicted(o, defaults, values),
                              "leave_one_out": predicted(o, defaults, loo), "fitted_value_loo": loo}
     return {"constants": constants, "rows": per_row}
+
+
+BEST_GRID = {"matmul_efficiency": [0.05 + 0.025 * k for k in range(39)],    # 0.05 .. 1.0
+             "hbm_efficiency": [0.05 + 0.025 * k for k in range(39)],
+             LATENCY: [5e-6 * k for k in range(31)]}                          # 0 .. 150 us
+
+
+def best_within(observed: list[Observed], defaults, tolerance: float = 1.25) -> tuple[float, dict]:
+    """(the largest share of `observed` rows any one setting of the three constants puts within
+    `tolerance` either way, over BEST_GRID; a setting that reaches it): what the table can reach
+    with these constants, the bound for its goal."""
+    import numpy as np
+
+    if not observed:
+        return 0.0, {}
+    m = np.asarray(BEST_GRID["matmul_efficiency"])[:, None]
+    h = np.asarray(BEST_GRID["hbm_efficiency"])[None, :]
+    lat = np.asarray(BEST_GRID[LATENCY])
+    count = np.zeros((m.shape[0], h.shape[1], len(lat)))
+    for o in observed:
+        ratio = _predict(o, defaults, {"matmul_efficiency": m, "hbm_efficiency": h})   # (matmul, hbm)
+        step = (o.ratio * o.collectives / o.seconds) if o.collectives and o.seconds > 0 else 0.0
+        r = ratio[..., None] + step * (lat - getattr(defaults, LATENCY))
+        count += (r >= 1 / tolerance) & (r <= tolerance)
+    i, j, k = np.unravel_index(int(np.argmax(count)), count.shape)
+    setting = {"matmul_efficiency": float(m[i, 0]), "hbm_efficiency": float(h[0, j]), LATENCY: float(lat[k])}
+    return float(count[i, j, k] / len(observed)), setting
 
 
 def _phase(row: Row, report: dict) -> tuple[dict | None, int, float, tuple | None]:
@@ -355,6 +383,7 @@ def build(rows: list[Row], cache: dict) -> dict:
             "default": summary([o.ratio for o in usable]),
             "fitted": summary([fitted["rows"][o.row.id]["fitted"] for o in usable]),
             "leave_one_out": summary([fitted["rows"][o.row.id]["leave_one_out"] for o in usable]),
+            **dict(zip(("best_within_1.25x", "best_setting"), best_within(usable, DEFAULTS))),
             "rows_total": len(rows), "rows_compared": len(usable)}
 
 
@@ -386,6 +415,13 @@ def markdown(result: dict) -> str:
         ["constant", "default", "fitted", "rows", "note"],
         [(name, _constant(name, c["default"]), _constant(name, c["fitted"]), c["rows"], c.get("note", ""))
          for name, c in result["constants"].items()])
+    if result["rows_compared"]:
+        lines.append(f"\nGoal: {GOAL:.0%} of rows within 1.25x leave-one-out; measured "
+                     f"{result['leave_one_out']['within_1.25x']:.0%}. The most rows any one setting of the "
+                     f"three constants puts within 1.25x: {result['best_within_1.25x']:.0%} (efficiencies in "
+                     "steps of 0.025, the start-up in steps of 5 us; e.g. "
+                     + ", ".join(f"{n}={_constant(n, v)}" for n, v in result["best_setting"].items())
+                     + "): the bound for the goal on these rows.")
     lines.append("\nTo plan with the fitted constants: " + assumptions_setting(result))
     lines.append(f"\n{result['rows_compared']} of {result['rows_total']} rows compared; sources and releases: "
                  "torch_neuronx/estimate/calibration/published.csv, docs/calibration.md.")
