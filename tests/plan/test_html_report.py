@@ -145,10 +145,10 @@ def test_sweep_page_sorts_by_a_clicked_column(tiny_config_dir, plan_env, tmp_pat
     assert len(body) == 3 and "does not divide" in body[2]["text"]   # TP 3 on 4 cores: why, in its row
     # a user clicks "tokens/s" twice (descending): the page's own script sorts the rows
     clicked = tmp_path / "clicked.html"
-    clicked.write_text(page.read_text().replace("</body>", "<script>var h=document.querySelectorAll('#sweep th')[11];"
+    clicked.write_text(page.read_text().replace("</body>", "<script>var h=document.querySelectorAll('#sweep th')[12];"
                                                            "h.click();h.click();</script></body>"))
     order = [e["attrs"].get("data-v") for e in _dom(clicked).elements
-             if e["tag"] == "td" and e is not None][11::14]
+             if e["tag"] == "td" and e is not None][12::15]
     rates = [float(v) for v in order if v]
     assert rates == sorted((r["tokens_per_s"] for r in rows if r.get("tokens_per_s")), reverse=True)
     assert order[-1] == ""   # the layout that cannot run sorts last

@@ -45,3 +45,17 @@ def test_a_row_past_its_timeout_says_so(tiny_config_dir, plan_env, tmp_path):
     assert plan_main(["sweep", "--config", tiny_config_dir, "--instances", "trn2.3xlarge", "--lnc", "2", "--tp", "2",
                       "--real", "--quiet", "--row-timeout", "0.5", "--json", str(out)]) == 0
     assert json.loads(out.read_text())[0]["error"] == "plan did not finish in --row-timeout 0.5 s"
+
+
+def test_context_parallel_rows(tiny_config_dir, plan_env, tmp_path):
+    """--cp is a list like the others: CP 2 x FSDP 2 plans, and a sequence 2 x CP does not divide says
+    why in its row (the same check as `plan train`)."""
+    out = tmp_path / "rows.json"
+    assert plan_main(["sweep", "--config", tiny_config_dir, "--instances", "trn2.3xlarge", "--lnc", "2", "--tp", "1",
+                      "--cp", "1,2", "--fsdp", "2", "--seq-len", "32,18", "--real", "--in-process", "--quiet",
+                      "--json", str(out)]) == 0
+    rows = {(r["cp"], r["seq_len"]): r for r in json.loads(out.read_text())}
+    assert rows[(2, 32)]["fits"] is True and rows[(2, 32)]["dp"] == 1 and rows[(2, 32)]["step_time_s"] > 0
+    assert rows[(1, 32)]["dp"] == 2          # the cores CP does not take are data-parallel
+    assert "--seq-len 18 must be a multiple of 2 x --cp = 4" in rows[(2, 18)]["reason"]
+    assert "reason" not in rows[(1, 18)]

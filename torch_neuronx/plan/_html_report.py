@@ -367,7 +367,7 @@ def dry_run_page(r: dict) -> str:
     return _page(f"plan run on {r['instance']} (LNC={r['lnc']})", verdict, _assume_html(mode, overridden), sections)
 
 
-SWEEP_HEAD = [("instance", None), ("LNC", None), ("TP", None), ("FSDP", None), ("DP", None), ("micro", None),
+SWEEP_HEAD = [("instance", None), ("LNC", None), ("TP", None), ("CP", None), ("FSDP", None), ("DP", None), ("micro", None),
               ("seq", None), ("ckpt", None), ("fits", None), ("peak HBM / core", "n"), ("step time", "n"),
               ("tokens/s", "n"), ("MFU", "n"), ("note", None)]
 
@@ -376,7 +376,8 @@ def sweep_page(rows: list[dict]) -> str:
     body = []
     for r in rows:
         fits = r.get("fits")
-        cells = [(r["instance"], r["instance"]), (r["lnc"], r["lnc"]), (r["tp"], r["tp"]), (r["fsdp"], r["fsdp"]),
+        cells = [(r["instance"], r["instance"]), (r["lnc"], r["lnc"]), (r["tp"], r["tp"]), (r.get("cp", 1), r.get("cp", 1)),
+                 (r["fsdp"], r["fsdp"]),
                  (r.get("dp", "-"), r.get("dp", "")), (r["micro_batch"], r["micro_batch"]),
                  (number(r["seq_len"]), r["seq_len"]), ("yes" if r["gradient_checkpointing"] else "no", ""),
                  ("-" if fits is None else ("yes" if fits else "NO"), "" if fits is None else int(fits)),

@@ -149,6 +149,7 @@ class SweepOptions:
     lnc: list
     nodes: int
     tp: list
+    cp: list
     fsdp: list
     micro_batch: list
     global_batch: int | None

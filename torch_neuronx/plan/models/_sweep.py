@@ -1,6 +1,6 @@
 """`plan sweep`: one training plan per layout, one table row each, so a user can pick a layout.
 
-Every combination of the lists (instance, LNC, TP, FSDP, micro-batch, sequence length, gradient
+Every combination of the lists (instance, LNC, TP, CP, FSDP, micro-batch, sequence length, gradient
 checkpointing) is checked first; a layout that cannot work gets its reason in the row and costs
 nothing. Each possible one runs `python -m torch_neuronx.plan train` in its own process (plan/_child.py),
 started with the row's instance, LNC and dry run in its environment (the runtime reads them when
@@ -36,6 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lnc", type=_ints, default=[2], help="e.g. 1,2")
     p.add_argument("--nodes", type=int, default=1)
     p.add_argument("--tp", type=_ints, default=[8], help="e.g. 4,8,16")
+    p.add_argument("--cp", type=_ints, default=[1], help="context parallelism, e.g. 1,4 (FSDP shards over FSDP x CP)")
     p.add_argument("--fsdp", type=_ints, default=[1], help="e.g. 1,8 (DP fills the cores left)")
     p.add_argument("--micro-batch", type=_ints, default=[1])
     p.add_argument("--global-batch", type=int, default=None)
@@ -52,16 +53,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def layouts(args, config):
     """(settings, layout or None, reason or None) for every combination, in order."""
-    for inst, lnc, tp, fsdp, mb, seq, ckpt in itertools.product(
-            args.instances, args.lnc, args.tp, args.fsdp, args.micro_batch, args.seq_len,
+    from ._context_parallel import check as check_context_parallel
+
+    for inst, lnc, tp, cp, fsdp, mb, seq, ckpt in itertools.product(
+            args.instances, args.lnc, args.tp, args.cp, args.fsdp, args.micro_batch, args.seq_len,
             args.gradient_checkpointing):
-        settings = {"instance": inst, "lnc": lnc, "tp": tp, "fsdp": fsdp, "micro_batch": mb, "seq_len": seq,
+        settings = {"instance": inst, "lnc": lnc, "tp": tp, "cp": cp, "fsdp": fsdp, "micro_batch": mb, "seq_len": seq,
                     "gradient_checkpointing": bool(ckpt)}
         try:
-            layout = make_layout(inst, lnc, args.nodes, tp, fsdp)
+            layout = make_layout(inst, lnc, args.nodes, tp, fsdp, cp=cp)
             check_model(layout, config)
             check_batch(layout, mb, args.global_batch)
-        except LayoutError as err:
+            check_context_parallel(layout, seq, zero1=False)
+        except (LayoutError, ValueError) as err:
             yield settings, None, str(err)
             continue
         yield settings, layout, None
@@ -87,7 +91,7 @@ def _run_row(args, settings, layout) -> dict:
         out = os.path.join(tmp, "plan.json")
         cmd = ["train", "--config", args.config,
                "--instance", layout.instance, "--lnc", str(layout.lnc), "--nodes", str(layout.nodes),
-               "--tp", str(layout.tp), "--fsdp", str(layout.fsdp), "--dp", str(layout.dp),
+               "--tp", str(layout.tp), "--cp", str(layout.cp), "--fsdp", str(layout.fsdp), "--dp", str(layout.dp),
                "--micro-batch", str(settings["micro_batch"]), "--seq-len", str(settings["seq_len"]),
                "--dtype", args.dtype, "--json", out, "--quiet"]
         if args.global_batch:
@@ -118,13 +122,13 @@ def _g(v, scale=1.0):
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| instance | LNC | TP | FSDP | DP | micro | seq | ckpt | fits | peak HBM/core GiB | step s | "
+    head = ("| instance | LNC | TP | CP | FSDP | DP | micro | seq | ckpt | fits | peak HBM/core GiB | step s | "
             "tokens/s | MFU % | note |")
-    lines = [head, "|" + "---|" * 14]
+    lines = [head, "|" + "---|" * 15]
     for r in rows:
         note = r.get("reason") or r.get("error") or (r.get("oom") or "")[:120]
         fits = "-" if "fits" not in r else ("yes" if r["fits"] else "NO")
-        lines.append(f"| {r['instance']} | {r['lnc']} | {r['tp']} | {r['fsdp']} | {r.get('dp', '-')} | "
+        lines.append(f"| {r['instance']} | {r['lnc']} | {r['tp']} | {r.get('cp', 1)} | {r['fsdp']} | {r.get('dp', '-')} | "
                      f"{r['micro_batch']} | {r['seq_len']} | {'yes' if r['gradient_checkpointing'] else 'no'} | "
                      f"{fits} | {_gib(r.get('peak_hbm_bytes_per_core'))} | {_g(r.get('step_time_s'))} | "
                      f"{_g(r.get('tokens_per_s'))} | {_g(r.get('mfu'), 100)} | {note} |")
