@@ -21,8 +21,14 @@ def cxx_standard(torch_version: str) -> str:
     return "c++17" if (major, minor) <= (2, 13) else "c++20"
 
 
+def reuse_built_core() -> bool:
+    """TORCH_NEURONX_REUSE_CORE=1 installs around a core already built in the tree (a second environment
+    with the same torch, as the vLLM one of .ci/vllm) instead of compiling it again."""
+    return os.environ.get("TORCH_NEURONX_REUSE_CORE") == "1" and bool(glob.glob("torch_neuronx/_C*.so"))
+
+
 setup(
-    ext_modules=[
+    ext_modules=[] if reuse_built_core() else [
         CppExtension(
             name="torch_neuronx._C",
             sources=sorted(glob.glob("csrc/*.cpp")),
