@@ -6,6 +6,8 @@ and the sampler all read device memory.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 from vllm.v1.worker.cpu_model_runner import CPUModelRunner, _torch_cuda_wrapper
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
@@ -19,5 +21,29 @@ class NeuronModelRunner(CPUModelRunner):
             GPUModelRunner.__init__(self, vllm_config, device)
         self.use_cuda_graph = False
 
+    def _update_states(self, scheduler_output):
+        with _host_generators():
+            return super()._update_states(scheduler_output)
+
+    def _dummy_sampler_run(self, *args, **kwargs):
+        with _host_generators():
+            return super()._dummy_sampler_run(*args, **kwargs)
+
     def _sync_device(self) -> None:
         torch.neuron.synchronize(self.device)
+
+
+@contextmanager
+def _host_generators():
+    """Per-request sampling generators on the host, as on vLLM's CPU platform: its sampler draws host integers
+    from them (the seeds of its Gumbel noise), so a request's seed gives the tokens it gives there."""
+    generator = torch.Generator
+
+    def host_generator(device=None):
+        return generator(device="cpu")
+
+    torch.Generator = host_generator
+    try:
+        yield
+    finally:
+        torch.Generator = generator

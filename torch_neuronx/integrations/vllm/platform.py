@@ -14,7 +14,7 @@ from vllm.platforms.cpu import CpuPlatform
 
 from ._features import reject_unsupported
 
-logger = init_logger(__name__)
+logger = init_logger(f"vllm.{__name__}")  # under vLLM's logger, so its handler prints it
 
 WORKER = "torch_neuronx.integrations.vllm.worker.NeuronWorker"
 COMMUNICATOR = "torch_neuronx.integrations.vllm.communicator.NeuronCommunicator"
@@ -54,6 +54,7 @@ class NeuronPlatform(CpuPlatform):
     @classmethod
     def check_and_update_config(cls, vllm_config) -> None:
         reject_unsupported(vllm_config)
+        _check_cores(vllm_config.parallel_config)
         device_config = vllm_config.device_config
         # The CPU platform's checks assert a "cpu" device type; they run unchanged, then neuron is put back.
         device_type, device = device_config.device_type, device_config.device
@@ -66,6 +67,18 @@ class NeuronPlatform(CpuPlatform):
         if parallel_config.worker_cls in ("auto", "vllm.v1.worker.cpu_worker.CPUWorker"):
             parallel_config.worker_cls = WORKER
         _choose_compilation(vllm_config)
+
+
+def _check_cores(parallel_config) -> None:
+    """One rank per logical NeuronCore of this instance (`torch.neuron.device_count()`)."""
+    cores = torch.neuron.device_count()
+    if parallel_config.world_size > cores:
+        raise ValueError(
+            f"--tensor-parallel-size {parallel_config.tensor_parallel_size} x --pipeline-parallel-size "
+            f"{parallel_config.pipeline_parallel_size} needs {parallel_config.world_size} logical NeuronCores, but "
+            f"this instance has {cores}: lower --tensor-parallel-size, or choose a larger instance "
+            "(TORCH_NEURONX_INSTANCE_TYPE) or fewer physical cores per logical core (NEURON_LOGICAL_NC_CONFIG)."
+        )
 
 
 def _choose_compilation(vllm_config) -> None:

@@ -17,7 +17,7 @@ from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environmen
 from . import _allocations
 from .model_runner import NeuronModelRunner
 
-logger = init_logger(__name__)
+logger = init_logger(f"vllm.{__name__}")  # under vLLM's logger, so its handler prints it
 
 
 class NeuronWorker(CPUWorker):
@@ -29,15 +29,6 @@ class NeuronWorker(CPUWorker):
         self.parallel_config.disable_custom_all_reduce = True
 
     def init_device(self):
-        cores = torch.neuron.device_count()
-        tp = self.parallel_config.tensor_parallel_size
-        if self.parallel_config.world_size > cores:
-            raise ValueError(
-                f"--tensor-parallel-size {tp} (world size {self.parallel_config.world_size}) needs that many "
-                f"logical NeuronCores, but this instance has {cores}; lower --tensor-parallel-size, or pick a larger "
-                "instance (TORCH_NEURONX_INSTANCE_TYPE) or fewer physical cores per logical core "
-                "(NEURON_LOGICAL_NC_CONFIG)."
-            )
         _allocations.install()
         self.device = torch.device("neuron", self.local_rank)
         torch.neuron.set_device(self.device)
