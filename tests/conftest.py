@@ -26,9 +26,11 @@ def pytest_configure(config):
     Checked once, in the controlling process (xdist workers inherit its environment)."""
     if hasattr(config, "workerinput"):
         return
-    missing = missing_test_dependencies()
+    # `-m vllm` runs in the vLLM environment (.ci/vllm), whose list is the `vllm-test` extra
+    extra = "vllm-test" if config.getoption("markexpr", "") == "vllm" else "test"
+    missing = missing_test_dependencies(extra=extra)
     if missing:
-        raise pytest.UsageError("missing test dependencies (pip install -e '.[test]'):\n  "
+        raise pytest.UsageError(f"missing test dependencies (pip install -e '.[{extra}]'):\n  "
                                 + "\n  ".join(missing))
 
 

@@ -46,11 +46,11 @@ def _modules_by_distribution() -> dict[str, list[str]]:
     return found
 
 
-def missing_test_dependencies(pyproject: Path = PYPROJECT) -> list[str]:
+def missing_test_dependencies(pyproject: Path = PYPROJECT, extra: str = "test") -> list[str]:
     """One line per test dependency that is absent, at a version its pin excludes, or not importable."""
     problems = []
     modules = _modules_by_distribution()
-    for req in _requirements(pyproject):
+    for req in _requirements(pyproject, extra):
         try:
             version = importlib.metadata.version(req.name)
         except importlib.metadata.PackageNotFoundError:

@@ -29,12 +29,15 @@ def model_dir(tmp_path_factory):
 
     built = {}
 
-    def build(model_type: str) -> str:
-        if model_type not in built:
-            built[model_type] = build_tiny_model(
-                tmp_path_factory.mktemp(model_type), model_type, dtype=torch.bfloat16, hidden_size=128,
-                intermediate_size=256, head_dim=32, num_attention_heads=4, num_key_value_heads=2)
-        return built[model_type]
+    def build(model_type: str, **overrides) -> str:
+        key = (model_type, *sorted(overrides.items()))
+        if key not in built:
+            config = dict(hidden_size=128, intermediate_size=256, head_dim=32, num_attention_heads=4,
+                          num_key_value_heads=2)
+            config.update(overrides)
+            built[key] = build_tiny_model(tmp_path_factory.mktemp(model_type), model_type, dtype=torch.bfloat16,
+                                          **config)
+        return built[key]
 
     return build
 
