@@ -18,7 +18,7 @@ PROMPTS = [
     "Tell me a short story about a robot who learns to paint. Tell me a short story about a robot",
     "0 1 2 3 4 5",
 ]
-SHARED = "What is the capital of France? The capital of France is Paris. " * 4  # prefix-cache and chunking food
+SHARED = "What is the capital of France? The capital of France is Paris. " * 8  # prefix-cache and chunking food
 MAX_TOKENS = 12
 
 
@@ -53,11 +53,12 @@ def transformers_greedy(path: str, prompts: list[str], dtype: torch.dtype, max_t
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, device_map="cpu")
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    model.generation_config.eos_token_id = None  # as vLLM's ignore_eos: EOS is a token like the others
     out = []
     for prompt in prompts:
         ids = tokenizer(prompt, return_tensors="pt").input_ids
-        new = model.generate(ids, max_new_tokens=max_tokens, min_new_tokens=max_tokens, do_sample=False)
+        new = model.generate(ids, max_new_tokens=max_tokens, do_sample=False)
         out.append(new[0, ids.shape[1]:].tolist())
     return out
 

@@ -8,6 +8,8 @@ tensor parallelism uses (c10d backend `neuron`) and the features refused at star
 """
 from __future__ import annotations
 
+import os
+
 import torch
 from vllm.logger import init_logger
 from vllm.platforms.cpu import CpuPlatform
@@ -63,6 +65,9 @@ class NeuronPlatform(CpuPlatform):
             super().check_and_update_config(vllm_config)
         finally:
             device_config.device_type, device_config.device = device_type, device
+        # vLLM's CPU workers bind their OpenMP threads one NUMA node per rank; the logical NeuronCores share
+        # the host's CPUs, so ranks are not bound unless VLLM_CPU_OMP_THREADS_BIND asks for it.
+        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
         parallel_config = vllm_config.parallel_config
         if parallel_config.worker_cls in ("auto", "vllm.v1.worker.cpu_worker.CPUWorker"):
             parallel_config.worker_cls = WORKER
