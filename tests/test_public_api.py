@@ -19,14 +19,14 @@ PACKAGES = [
     "torch_neuronx.estimate",
     "torch_neuronx.plan", "torch_neuronx.numerics", "torch_neuronx.profiling",
     "torch_neuronx.nki_integration",
-    "torch_neuronx.integrations", "torch_neuronx.compat",
+    "torch_neuronx.integrations", "torch_neuronx.integrations.vllm", "torch_neuronx.compat",
 ]
 # Packages whose docstring lists every public name (nki.language's 128 NKI names are listed by
 # docs/nki.md; the others' docstrings describe their entry points).
 DOCSTRING_LISTS_ALL = [
     "neuron_hardware", "nki", "torch_neuronx.runtime", "torch_neuronx.ops_support", "torch_neuronx.kernels",
     "torch_neuronx.numerics", "torch_neuronx.profiling", "torch_neuronx.nki_integration",
-    "torch_neuronx.integrations",
+    "torch_neuronx.integrations", "torch_neuronx.integrations.vllm",
 ]
 # Rows of README's table that stand for several packages' `__all__` (nki's subpackages).
 README_ROW = {"nki.isa": None, "nki.language": None, "nki.typing": None}
