@@ -13,7 +13,7 @@ import torch
 from torch.utils import flop_counter
 from torch.utils._pytree import tree_flatten
 
-from . import _aten as aten_schema, _costs as costs
+from . import aten_schema, _costs as costs
 
 def _covered(offs, extent: int) -> int:
     """How much of the grouped dimension the groups cover: offs[-1] (offs holds cumulative group
@@ -83,7 +83,7 @@ def op_name(func) -> str:
 
 
 def is_view(func) -> bool:
-    """Free on the device: a view (estimate/_aten.py) or an op registered as metadata only."""
+    """Free on the device: a view (estimate/aten_schema.py) or an op registered as metadata only."""
     if aten_schema.is_view(func):
         return True
     found = costs.entry(func)

@@ -53,7 +53,7 @@ def roofline_terms(e: OpEstimate) -> tuple[float, float, float, float, float]:
     """(TensorEngine seconds at matmul_efficiency, TensorEngine seconds at hbm_efficiency (its
     operand fill), fixed TensorEngine seconds, other engines' seconds, HBM seconds) of an op: its
     time less the launch is max(the first three's sum, the fourth, the fifth). Kept with each
-    recorded op so a report can say what other efficiencies would change (estimate/_roofline.py)."""
+    recorded op so a report can say what other efficiencies would change (estimate/roofline.py)."""
     if e.engine != "tensor":
         return (0.0, 0.0, 0.0, e.compute_s, e.memory_s)
     matmul, fill, fixed = e.tensor_parts or (e.compute_s, 0.0, 0.0)

@@ -25,7 +25,7 @@ from . import _dry_run_env as config
 from ._mode import DryRunError
 from ._session import DryRun, active
 
-__all__ = ["DryRun", "DryRunError", "dry_run", "enable", "is_active", "active"]
+__all__ = ["DryRun", "DryRunError", "dry_run", "enable", "install", "is_active", "active"]
 
 _process_run: list = []   # the DryRun TORCH_NEURONX_DRY_RUN=1 entered for the whole process
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ...estimate._aten import storage_bytes
+from ...estimate.aten_schema import storage_bytes
 
 
 def backed(t: torch.Tensor) -> bool:
