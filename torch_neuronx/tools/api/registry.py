@@ -35,10 +35,6 @@ class ProcessEntry:
         cores = self.meta.get("cores", [])
         return cores[local] if local < len(cores) else local
 
-    def chip_of(self, local: int) -> int:
-        chips = self.meta.get("chips", [])
-        return chips[local] if local < len(chips) else 0
-
 
 def read_entry(path: Path) -> ProcessEntry | None:
     """The entry in `path`, or None when it is corrupt, stale or of a dead process."""
