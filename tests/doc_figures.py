@@ -2,7 +2,8 @@
 
 A *figure line* is a line of prose or a table row (fenced code is output, not prose) with a
 measured quantity: a number followed by a unit of time (ns, us, ms, s, min, CPU s), memory (KiB ...
-TiB, KB ... TB), throughput (tokens/s, GB/s, FLOP/s ...), a ratio (1.5x) or a percentage.
+TiB, KB ... TB), throughput (tokens/s, GB/s, FLOP/s ...), a ratio (1.5x) or a percentage; a default
+("default 1 MiB") is a setting and does not count.
 A figure is *reproducible* when a command sits in the same section (between two headings) within
 `WINDOW` lines of it, a table row counting from its table's first or last line (the command above
 a table covers the whole table), or when its paragraph cites a public source (a link, a documentation
@@ -26,18 +27,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 WINDOW = 15
 
-_UNIT = (r"(?:ns|us|µs|ms|s|sec|min|h|KiB|MiB|GiB|TiB|KB|MB|GB|TB|B|"
+_UNIT = (r"(?:ns|us|µs|ms|s|sec|min|h|KiB|MiB|GiB|TiB|KB|MB|GB|TB|"
          r"tokens/s|tok/s|samples/s|steps/s|[GTPM]?FLOP/s|[GTPM]?FLOPs|GB/s|GiB/s|MB/s|Gbps|"
-         r"x|%|CPU s|CPU seconds|seconds|minutes|hours)")
-# A number (1, 1.5, 88,000, 1e-3) then a unit that ends the token; "2x2" and "x86" are not ratios.
-FIGURE = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:e-?\d+)?\s?" + _UNIT + r"(?![\w/])")
+         r"%|CPU s|CPU seconds|seconds|minutes|hours)")
+# A number (1, 1.5, 88,000, 1e-3) then a unit that ends the token, or a ratio written "1.5x" ("2 x CP",
+# "2x2" and "x86" are not ratios). A default ("default 1 MiB") is a setting, not a measurement.
+FIGURE = re.compile(r"(?<!default )(?<!default: )(?<![\w.])\d[\d,]*(?:\.\d+)?(?:e-?\d+)?"
+                    r"(?:\s?" + _UNIT + r"|x)(?![\w/])")
 _COMMAND_START = (r"(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:python3?|torchrun|pytest|neuron-ls|neuron-top|neuron-monitor|"
                   r"/usr/bin/time|\.ci/|accelerate|uptime|(?:benchmarks|examples)/\w+\.py)\b")
 INLINE_COMMAND = re.compile(r"`" + _COMMAND_START + r"[^`]*`")
 FENCE = re.compile(r"^\s*(```|~~~)")
 HEADING = re.compile(r"^#{1,6}\s")
 # A public source: a link, a documentation file (`trainium2_arch.rst`) or a section of hardware-sources.md.
-SOURCE = re.compile(r"https?://|\.(?:rst|html|pdf|ipynb)\b|hardware-sources(?:\.md)?[ #]?[A-H]\d")
+SOURCE = re.compile(r"https?://|\.(?:rst|html|pdf|ipynb)\b|hardware-sources(?:\.md)?\)?[ #]?[A-H]\d")
 
 
 @dataclass(frozen=True)
