@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-WINDOW = 15
+WINDOW = 20
 
 _UNIT = (r"(?:ns|us|µs|ms|s|sec|min|h|KiB|MiB|GiB|TiB|KB|MB|GB|TB|"
          r"tokens/s|tok/s|samples/s|steps/s|[GTPM]?FLOP/s|[GTPM]?FLOPs|GB/s|GiB/s|MB/s|Gbps|"
