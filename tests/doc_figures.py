@@ -7,8 +7,8 @@ TiB, KB ... TB), throughput (tokens/s, GB/s, FLOP/s ...), a ratio (1.5x) or a pe
 A figure is *reproducible* when a command sits in the same section (between two headings) within
 `WINDOW` lines of it, a table row counting from its table's first or last line (the command above
 a table covers the whole table), or when its paragraph cites a public source (a link, a documentation
-file, a section of docs/hardware-sources.md; a table's "source" column or the line right under the
-table): quoted hardware facts are read, not measured. A command is a fenced shell block or an inline code span
+file, a section of docs/hardware-sources.md such as `[C1]`; a table's "source" or "basis" column or
+the line right under the table): quoted hardware facts are read, not measured. A command is a fenced shell block or an inline code span
 that starts like a command line (`python ...`, `torchrun ...`, `neuron-ls`, `VAR=... python ...`) or
 names a script of benchmarks/ or examples/ (`benchmarks/plan_cost.py`: each prints its figures).
 
@@ -40,7 +40,7 @@ INLINE_COMMAND = re.compile(r"`" + _COMMAND_START + r"[^`]*`")
 FENCE = re.compile(r"^\s*(```|~~~)")
 HEADING = re.compile(r"^#{1,6}\s")
 # A public source: a link, a documentation file (`trainium2_arch.rst`) or a section of hardware-sources.md.
-SOURCE = re.compile(r"https?://|\.(?:rst|html|pdf|ipynb)\b|hardware-sources(?:\.md)?\)?[ #]?[A-H]\d")
+SOURCE = re.compile(r"https?://|\.(?:rst|html|pdf|ipynb)\b|hardware-sources(?:\.md)?\)?[ #]?[A-H]\d|[\[(][A-H]\d[\])]")
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,8 @@ def _paragraphs(lines: list[str]) -> list[int]:
 
 
 def _has_source_column(lines: list[str], first: int) -> bool:
-    return "source" in [cell.strip().lower() for cell in lines[first].strip().strip("|").split("|")]
+    header = [cell.strip().lower() for cell in lines[first].strip().strip("|").split("|")]
+    return "source" in header or "basis" in header
 
 
 def pages() -> list[Path]:
