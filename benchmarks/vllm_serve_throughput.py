@@ -50,7 +50,8 @@ def serve_and_bench(model: str, plugins: str | None, args, workdir: str) -> dict
         deadline = time.monotonic() + 600
         while True:
             if server.poll() is not None:
-                raise RuntimeError(f"vllm serve exited; see {log.name}")
+                log.flush()
+                raise RuntimeError("vllm serve exited:\n" + open(log.name).read()[-3000:])
             if time.monotonic() > deadline:
                 raise RuntimeError(f"vllm serve did not answer in 600 s; see {log.name}")
             try:
