@@ -90,7 +90,7 @@ def main() -> None:
                                  intermediate_size=256, head_dim=32)
         ratios, results = [], {"neuron": [], "cpu": []}
         for round_ in range(args.rounds):
-            order = [("neuron", None), ("cpu", "none")]
+            order = [("cpu", "none"), ("neuron", None)]
             if round_ % 2:
                 order.reverse()
             got = {label: serve_and_bench(model, plugins, args, workdir) for label, plugins in order}

