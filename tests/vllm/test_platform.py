@@ -83,3 +83,17 @@ def test_unknown_model_type_names_it(tmp_path, make_llm):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "no-such-model", "architectures": ["NoSuchForCausalLM"]}))
     with pytest.raises(Exception, match="no-such-model|NoSuchForCausalLM"):
         make_llm(str(tmp_path))
+
+
+def test_cli_entry_keeps_vllm_cpu_platform_detection():
+    """`python -m torch_neuronx.integrations.vllm` answers vLLM's look-up of the `vllm` distribution; with
+    VLLM_PLUGINS=none vLLM must still find its CPU platform (detected by the "+cpu" label)."""
+    code = ("import sys; from torch_neuronx.integrations.vllm import cli; "
+            "sys.argv = ['vllm', '--version']; "
+            "import importlib.metadata as m; from torch_neuronx._wrap import wrap_once; "
+            "wrap_once(m, 'version', cli._version_with_builds); print('VERSION', m.version('vllm')); "
+            "from vllm.platforms import current_platform as p; print('PLATFORM', type(p).__name__)")
+    run = subprocess.run([sys.executable, "-c", code], env={**os.environ, "VLLM_PLUGINS": "none"},
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "VERSION 0.32.0+cpu" in run.stdout and "PLATFORM CpuPlatform" in run.stdout
