@@ -319,6 +319,12 @@ def _detail_sections(r: dict, coll: dict, palette=None) -> list[str]:
         out.append(_section("Collectives per group", _table(
             ["kind", "group (global ranks)", "calls", "bytes", "seconds"], _collectives_rows(coll),
             numeric=(2, 3, 4)), "collectives"))
+    if r.get("compile_budget"):   # plan/_compile_budget.py: graphs, causes, warm cache, neuronx-cc time
+        from ._compile_budget import table as budget_table
+
+        title, head, rows, lines = budget_table(r["compile_budget"])
+        items = "".join(f"<li>{esc(line)}</li>" for line in lines)
+        out.append(_section(title, _table(head, rows, numeric=(4, 5)) + f"<ul>{items}</ul>", "compile-budget"))
     out.append(_section(f"Host syncs: {number(r.get('host_sync_count') or 0)}", _syncs(r), "host-syncs"))
     if r.get("notes"):
         out.append(_section("Notes", notes_list(r["notes"]), "notes"))

@@ -24,7 +24,8 @@ def dry_run_extras() -> dict:
     cores = data.get("cores") or [{}]
     return {"memory_at_peak_bytes_per_core": cores[0].get("breakdown"), "host_syncs": data["host_syncs"],
             "ops_by_name": data["ops_by_name"],   # the counts of the notes' unmodelled ops
-            "host_sync_count": data["host_sync_count"], "dry_run_oom_site": (data.get("oom") or {}).get("site")}
+            "host_sync_count": data["host_sync_count"], "dry_run_oom_site": (data.get("oom") or {}).get("site"),
+            "compile_budget": data.get("compile_budget")}   # the graphs the plan compiled (plan/_compile_budget.py)
 
 
 def base_report(layout, config, model, region, dtype, dry_run: bool | None = None) -> dict:
@@ -121,5 +122,8 @@ def markdown(report: dict, title: str, rows: list[tuple[str, str]]) -> str:
     top = list(report["time_breakdown_s"].items())[:6]
     if top:
         lines += [""] + markdown_table(["time by category (one step)", ""], [(k, seconds(v)) for k, v in top])
+    from .._compile_budget import markdown as budget_lines
+
+    lines += budget_lines(report.get("compile_budget"))
     lines += notes_markdown(report.get("notes") or [])
     return "\n".join(lines)
