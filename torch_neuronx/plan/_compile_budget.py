@@ -234,3 +234,33 @@ def markdown(budget: dict | None, limit: int = 20) -> list[str]:
         if len(budget["graphs"]) > limit:
             lines.append(f"({len(budget['graphs']) - limit} more graphs in the JSON report)")
     return lines + [""] + [f"- {line}" for line in closing]
+
+
+# ------------------------------------------------------------------------------ compile-only mode
+
+def report_at_exit() -> None:
+    """Compile-only mode (TORCH_NEURONX_COMPILE_ONLY=1): at exit, the budget of every graph the process
+    compiled goes to TORCH_NEURONX_DRY_RUN_REPORT as JSON when that is set, else to stderr: the compile
+    budget of a script without running its steps."""
+    import atexit
+
+    from ..runtime import env
+
+    if env.parse_flag(env.COMPILE_ONLY):   # a bad value raises here, named, at startup
+        atexit.register(_write_budget)
+
+
+def _write_budget() -> None:
+    import json
+    import sys
+
+    from . import _config as config
+
+    budget = section(0)
+    path = config.report_path()
+    if path:
+        with open(path, "w") as f:
+            json.dump({"compile_only": True, "compile_budget": budget}, f, indent=1, default=str)
+    else:
+        print("\n".join(["# compile-only run (TORCH_NEURONX_COMPILE_ONLY=1): nothing executed"] + markdown(budget)),
+              file=sys.stderr)
