@@ -277,7 +277,7 @@ def _logged_compile(gm, example_inputs, opts, fn: str, graph_name: str, cause: t
         compile_log.mark_warm(cache_root, key, graph_name)
     compile_log.add(
         graph_name=graph_name, model_name=opts.model_name, function=fn, rank=options_mod.rank(),
-        cause=cause[0], detail=cause[1], inputs=tuple((tuple(s), d) for s, d in _shape_signature(real_inputs)),
+        cause=cause[0], detail=cause[1], inputs=compile_log.data_inputs(real_inputs),
         fx_nodes=compile_log.fx_nodes(gm), has_collectives=compile_log.has_collectives(gm),
         training=torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in real_inputs),
         key=key, flags=opts.key_fields(), source=info["source"], warm=warm, compile_s=info["compile_s"],

@@ -43,7 +43,7 @@ class GraphRecord:
     rank: int
     cause: str                     # one of CAUSES
     detail: str                    # what changed: "input 0 shape (2, 8) -> (3, 8)", Dynamo's guard text, ...
-    inputs: tuple                  # ((shape, dtype), ...) of the tensor inputs
+    inputs: tuple                  # ((shape, dtype), ...) of the data inputs (no parameters, buffers)
     fx_nodes: int                  # operation nodes of the Dynamo graph (no placeholders, no output)
     training: bool                 # an input needs grad: AOTAutograd compiles a backward graph too
     has_collectives: bool
@@ -131,6 +131,16 @@ def _dynamo_guard_reason(code) -> str:
 
 
 # ------------------------------------------------------------------------------- sizes
+
+def data_inputs(inputs) -> tuple:
+    """((shape, dtype), ...) of the graph's tensor inputs that are data, not the parameters and buffers
+    Dynamo lifts into the graph (it marks those with a static address): what a user's shapes change."""
+    import torch
+
+    return tuple((tuple(x.shape), str(x.dtype)) for x in inputs
+                 if isinstance(x, torch.Tensor) and not isinstance(x, torch.nn.Parameter)
+                 and getattr(x, "_dynamo_static_input_type", None) is None)
+
 
 def fx_nodes(gm) -> int:
     return sum(1 for n in gm.graph.nodes if n.op not in ("placeholder", "output", "get_attr"))

@@ -50,8 +50,22 @@ def _pow2_buckets(sizes) -> int:
     return len({1 << max(0, math.ceil(math.log2(max(s, 1)))) for s in sizes})
 
 
+def _structure(inputs) -> tuple:
+    """What two calls must share for their shapes to be compared: input count, ranks and dtypes
+    (a prefill and a decode step of one forward differ here, and are compared apart)."""
+    return tuple((len(shape), dtype) for shape, dtype in inputs)
+
+
 def _shape_fix(fn: str, records: list) -> dict | None:
     """The fix for a function compiled at several input shapes, when one would compile fewer graphs."""
+    groups: dict = {}
+    for r in records:
+        groups.setdefault(_structure(r.inputs), []).append(r)
+    fixes = [f for f in (_group_fix(fn, group) for group in groups.values()) if f is not None]
+    return max(fixes, key=lambda f: f["graphs"] - f["graphs_after"]) if fixes else None
+
+
+def _group_fix(fn: str, records: list) -> dict | None:
     signatures = []
     for r in records:
         if r.inputs not in signatures:
@@ -62,6 +76,13 @@ def _shape_fix(fn: str, records: list) -> dict | None:
     if not varying:
         return None
     i, d, sizes = max(varying, key=lambda v: len(set(v[2])))
+    fix = _bucket_fix(fn, signatures, i, d, sizes)
+    if fix is not None:
+        fix["structure"] = _structure(records[0].inputs)
+    return fix
+
+
+def _bucket_fix(fn: str, signatures: list, i: int, d: int, sizes: list[int]) -> dict | None:
     distinct = sorted(set(sizes))
     n = len(signatures)
     where = f"input {i} dim {d}"
@@ -118,11 +139,10 @@ def _avoidable(records: list) -> tuple[list[dict], dict]:
         fix = _shape_fix(fn, shaped)
         if fix is not None:
             fixes.append(fix)
-            kept = 0
-            for r in shaped:
-                if r.cause == "new shape" and kept < fix["graphs"] - fix["graphs_after"]:
-                    by_graph.setdefault(r.index, fix["fix"])
-                    kept += 1
+            structure = fix.pop("structure")
+            group = [r for r in shaped if _structure(r.inputs) == structure]
+            for r in group[1:1 + fix["graphs"] - fix["graphs_after"]]:   # the first of the group stays
+                by_graph.setdefault(r.index, fix["fix"])
     return fixes, by_graph
 
 
