@@ -274,7 +274,7 @@ def _write_budget() -> None:
     import json
     import sys
 
-    from . import _config as config
+    from . import _dry_run_env as config
 
     budget = section(0)
     path = config.report_path()
