@@ -38,15 +38,23 @@ ROWS: tuple[CompileTimeRow, ...] = (
         "step ran; the batch and layer sizes are not in the issue, so its FLOPs are unknown"),
     CompileTimeRow(
         "https://github.com/aws-neuron/aws-neuron-samples/issues/94",
-        "Stable Diffusion 1.5/2.1 UNet training graph (neuron_parallel_compile worker, -O1, trn1)",
+        "one of the 7 graphs of the Stable Diffusion training sample (UNet, 512 x 512, batch 2 per device, "
+        "gradient checkpointing, 32 ranks; neuron_parallel_compile, -O1, trn1)",
         174.0, "=", None,
-        "log: compile called 10:43:46, 'worker 3 finished' 10:46:40; the batch size is not in the log, so "
-        "its FLOPs are unknown"),
+        "log: compile called 10:43:46, 'worker 3 finished' 10:46:40; the log does not say which graph "
+        "(forward+backward or an optimizer graph), so its FLOPs are unknown"),
     CompileTimeRow(
         "https://github.com/aws-neuron/aws-neuron-sdk/issues/825",
         "Llama-2-70B context encoding (transformers-neuronx), TP 24, batch 8, 2048 tokens, fp16, trn1",
         3600.0, ">", 2 * 70e9 * 8 * 2048 / 24,
         "the issue: an error 'after more than 1 hours' compilation'; FLOPs 2 x parameters x tokens / TP"),
+    CompileTimeRow(
+        "https://github.com/huggingface/optimum-neuron/pull/401",
+        "all graphs of a Llama-2-7B fine-tuning run (optimum-neuron, TP 8, batch 1 per device, gradient "
+        "checkpointing), trn1.32xlarge",
+        2400.0, "=", None,
+        "the tutorial's note: 'Compiling without a cache can take ~40 minutes'; several graphs together and "
+        "no sequence length given, so no FLOPs per graph"),
     CompileTimeRow(
         "https://github.com/aws-neuron/aws-neuron-sdk/issues/646",
         "maxvit_rmlp_pico_rw_256 training graphs (timm), trn1.2xlarge",
