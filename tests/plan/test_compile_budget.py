@@ -117,6 +117,50 @@ def test_bad_metrics_input_names_the_argument(monkeypatch):
         env.parse_names(env.ENABLED_METRIC_TABLES, tuple(metrics.METRIC_TABLES))
 
 
+def test_a_smaller_last_batch_is_told_to_drop_last():
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    with plan.dry_run() as run:
+        _run([64, 64, 64, 8])   # dim 0 is the batch: three full batches, then a remainder of 8
+    (fix,) = run.report()["compile_budget"]["avoidable"]
+    assert fix["graphs"] == 2 and fix["graphs_after"] == 1 and "drop_last=True" in fix["fix"]
+
+
 def test_an_eager_run_has_an_empty_budget():
     budget = build([])
     assert budget["graphs"] == [] and budget["cold_compiles"] == 0 and budget["neuronx_cc_total"] is None
+
+
+def test_compile_only_writes_the_budget_without_running_the_step(monkeypatch, tmp_path):
+    import json
+
+    import torch._dynamo
+
+    from torch_neuronx.plan import _compile_budget
+
+    monkeypatch.setenv("TORCH_NEURONX_COMPILE_ONLY", "1")
+    monkeypatch.setenv("TORCH_NEURONX_DRY_RUN_REPORT", str(tmp_path / "budget.json"))
+    torch._dynamo.reset()
+    x = torch.zeros(6, 4, device="neuron")
+    torch.compile(lambda t: t.add_(1).relu(), backend="neuron", dynamic=False)(x)
+    assert torch.equal(x.cpu(), torch.zeros(6, 4))      # the step did not run
+    _compile_budget._write_budget()                     # what compile-only mode registers at exit
+    with open(tmp_path / "budget.json") as f:
+        written = json.load(f)
+    assert written["compile_only"] is True
+    last = written["compile_budget"]["graphs"][-1]
+    assert last["inputs"] == [[[6, 4], "float32"]] and last["source"] in ("compiled", "disk cache")
+
+
+def test_the_html_page_has_the_budget_section():
+    import torch._dynamo
+
+    from torch_neuronx.plan._html_report import render
+
+    torch._dynamo.reset()
+    with plan.dry_run() as run:
+        _run([100, 8, 200])
+    page = render(run.report())
+    assert 'id="compile-budget"' in page, "no compile-budget section"
+    assert "multiple of 128" in page and "first call" in page

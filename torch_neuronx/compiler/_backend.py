@@ -142,6 +142,8 @@ def _compile_static(gm, example_inputs, opts, fn: str, graph_name: str, info: di
     key = None
     if opts.cache:
         key = cache.graph_key(gm, example_inputs, fields)
+        if override is None:
+            info["key"] = key   # the compile log's key is this one (no dry-run field): not hashed twice
         hit = cache.memory_get(key)
         if hit is not None:
             metrics.record(cache_hits_memory=1)
@@ -270,7 +272,7 @@ def _logged_compile(gm, example_inputs, opts, fn: str, graph_name: str, cause: t
 
     info: dict = {}
     compiled = _compile_static(gm, example_inputs, opts, fn, graph_name, info)
-    key = cache.graph_key(gm, example_inputs, opts.key_fields())   # no dry-run field: the graph itself
+    key = info["key"] if "key" in info else cache.graph_key(gm, example_inputs, opts.key_fields())   # no dry-run field
     cache_root = os.path.join(opts.cache_dir, f"torch-{torch.__version__}") if opts.cache else None
     warm = compile_log.is_warm(cache_root, key)
     if info.get("real_program"):
