@@ -164,3 +164,21 @@ def test_the_html_page_has_the_budget_section():
     page = render(run.report())
     assert 'id="compile-budget"' in page, "no compile-budget section"
     assert "multiple of 128" in page and "first call" in page
+
+
+def test_a_model_plans_report_ends_with_its_budget():
+    import torch._dynamo
+
+    from torch_neuronx.compiler import _compile_log as compile_log
+    from torch_neuronx.plan.models._report import markdown
+
+    torch._dynamo.reset()
+    start = compile_log.count()
+    with plan.dry_run():
+        _run([16, 32])
+    report = {"layout": "TP 1", "world_size": 1, "dtype": "bfloat16", "dry_run": True, "mode": "compiled",
+              "model_type": "qwen3", "parameters": 10, "peak_hbm_bytes_per_core": 1, "hbm_capacity_bytes_per_core": 2,
+              "fits": True, "memory_breakdown_bytes_per_core": {}, "oom": None, "time_breakdown_s": {},
+              "compile_budget": build(compile_log.records(start))}
+    text = markdown(report, "generate", [("TTFT", "1 ms")])
+    assert "## Compile budget: 2 graphs, 2 to compile" in text and "new shape: input 0 shape (16, 4) -> (32, 4)" in text
