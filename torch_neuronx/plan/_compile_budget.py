@@ -261,7 +261,8 @@ def markdown(budget: dict | None, limit: int = 20) -> list[str]:
 def report_at_exit() -> None:
     """Compile-only mode (TORCH_NEURONX_COMPILE_ONLY=1): at exit, the budget of every graph the process
     compiled goes to TORCH_NEURONX_DRY_RUN_REPORT as JSON when that is set, else to stderr: the compile
-    budget of a script without running its steps."""
+    budget of a script without running its steps. Inside a dry run (`plan run` with the variable set)
+    the plan's own report carries the budget, and a process that compiled nothing writes nothing."""
     import atexit
 
     from ..runtime import env
@@ -275,8 +276,11 @@ def _write_budget() -> None:
     import sys
 
     from . import _dry_run_env as config
+    from ._session import active
 
     budget = section(0)
+    if not budget["graphs"] or active() is not None:
+        return   # nothing compiled (a launcher such as `plan run`'s own process), or a dry run's report has it
     path = config.report_path()
     if path:
         with open(path, "w") as f:
