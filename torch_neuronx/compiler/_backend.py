@@ -169,6 +169,7 @@ def _compile_static(gm, example_inputs, opts, fn: str, graph_name: str, info: di
         warnings.warn(f"{message.split('. Set options')[0]}; running it eagerly (fallback execution)",
                       RuntimeWarning, stacklevel=3)
         metrics.record(fallbacks=1)
+        info["source"] = "failed: runs eagerly"
         return gm.forward
     info["compile_s"] = time.perf_counter() - start
     metrics.record(compile_time_s=info["compile_s"], graphs_compiled=1)

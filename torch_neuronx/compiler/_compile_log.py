@@ -49,7 +49,7 @@ class GraphRecord:
     has_collectives: bool
     key: str | None                # persistent key: graph code, input metadata, compiler flags, versions
     flags: tuple                   # the compiler flags in the key (CompileOptions.key_fields)
-    source: str                    # "compiled", "memory cache", "disk cache" or "dry run"
+    source: str                    # "compiled", "memory cache", "disk cache", "dry run" or "failed: runs eagerly"
     warm: bool                     # a warm persistent cache holds this key (compiled before)
     compile_s: float = 0.0         # this host's wall time in the backend for it
     flops: int | None = None       # forward FLOPs (torch.utils.flop_counter), when detail was wanted
