@@ -102,13 +102,13 @@ def _install_compile_reports() -> None:
     registration must not fail."""
     try:
         if os.environ.get("TORCH_NEURONX_METRICS_ENABLED") or os.environ.get("TORCH_NEURONX_ENABLED_METRIC_TABLES"):
-            from .metrics._metrics import install as _install_metrics
+            from .metrics import install as _install_metrics
 
             _install_metrics()
         if os.environ.get("TORCH_NEURONX_COMPILE_ONLY"):
-            from .plan._compile_budget import report_at_exit
+            from .plan import compile_only_report_at_exit
 
-            report_at_exit()
+            compile_only_report_at_exit()
     except Exception as err:  # noqa: BLE001 - the message names the variable and the fix
         warnings.warn(f"{err} (torch_neuronx: metrics or compile-only report not installed)", RuntimeWarning,
                       stacklevel=2)

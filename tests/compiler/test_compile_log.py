@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from torch_neuronx.compiler import _compile_log as compile_log
+from torch_neuronx.compiler import _compile_log as compile_log   # the compiler's record of each graph
 
 from .conftest import elementwise
 

@@ -6,7 +6,7 @@
     rows = torch_neuronx.metrics.get_compilation_metrics()   # one CompilationMetrics per graph
 
 Each row is one compiled graph, read from the compiler's own record of it
-(torch_neuronx/compiler/_compile_log.py), the same record the plan's compile budget reads, so a
+(torch_neuronx.compiler.compiled_graphs), the same record the plan's compile budget reads, so a
 plan and these metrics always agree. With metrics enabled the rows also carry each graph's FLOPs.
 TORCH_NEURONX_ENABLED_METRIC_TABLES=graph_stats writes the table at exit as
 `$TORCH_NEURONX_METRICS_DIR/metric_table_graph_stats_rank<rank>.csv` (default folder /tmp), the
@@ -18,6 +18,7 @@ from ._metrics import (
     METRIC_TABLES,
     CompilationMetrics,
     get_compilation_metrics,
+    install,
     is_enabled,
     report,
     reset,
@@ -26,4 +27,4 @@ from ._metrics import (
 )
 
 __all__ = ["set_enabled", "is_enabled", "report", "get_compilation_metrics", "reset", "write_tables",
-           "CompilationMetrics", "METRIC_TABLES"]
+           "CompilationMetrics", "METRIC_TABLES", "install"]

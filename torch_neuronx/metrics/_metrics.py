@@ -7,7 +7,7 @@ import os
 import threading
 from dataclasses import dataclass, fields
 
-from ..compiler import _compile_log as compile_log
+from ..compiler import compiled_graph_count, compiled_graphs, count_graph_flops, get_rank
 from ..runtime import env
 
 _lock = threading.Lock()
@@ -47,7 +47,7 @@ def set_enabled(enabled: bool) -> None:
         raise TypeError(f"torch_neuronx.metrics.set_enabled(enabled={enabled!r}): pass True or False")
     with _lock:
         _state["enabled"] = enabled
-    compile_log.set_detail("metrics", enabled)
+    count_graph_flops("metrics", enabled)
 
 
 def is_enabled() -> bool:
@@ -59,7 +59,7 @@ def is_enabled() -> bool:
 def reset() -> None:
     """Start the tables afresh: later calls list only graphs compiled from now on."""
     with _lock:
-        _state["start"] = compile_log.count()
+        _state["start"] = compiled_graph_count()
 
 
 def _row(r) -> CompilationMetrics:
@@ -75,7 +75,7 @@ def get_compilation_metrics() -> list[CompilationMetrics]:
     """One row per graph compiled since the start (or the last reset()), in compile order."""
     with _lock:
         start = _state["start"]
-    return [_row(r) for r in compile_log.records(start)]
+    return [_row(r) for r in compiled_graphs(start)]
 
 
 def report() -> str:
@@ -104,8 +104,6 @@ def _cell(value) -> str:
 def write_tables(directory: str | None = None, tables: tuple[str, ...] | None = None) -> list[str]:
     """Write the tables as CSV files, `metric_table_<table>_rank<rank>.csv`, into `directory`
     (default TORCH_NEURONX_METRICS_DIR, else /tmp); returns the paths written."""
-    from ..compiler._options import rank
-
     tables = tuple(METRIC_TABLES) if tables is None else tables
     for name in tables:
         if name not in METRIC_TABLES:
@@ -115,7 +113,7 @@ def write_tables(directory: str | None = None, tables: tuple[str, ...] | None = 
     rows = get_compilation_metrics()
     paths = []
     for name in tables:
-        path = os.path.join(directory, f"metric_table_{name}_rank{rank()}.csv")
+        path = os.path.join(directory, f"metric_table_{name}_rank{get_rank()}.csv")
         with open(path, "w", newline="") as f:
             writer = csv.writer(f)
             writer.writerow(METRIC_TABLES[name])
@@ -141,5 +139,5 @@ def install() -> None:
     misspelt table name is reported before the run, not after it)."""
     env.parse_names(env.ENABLED_METRIC_TABLES, tuple(METRIC_TABLES))
     if env.parse_flag(env.METRICS_ENABLED):
-        compile_log.set_detail("metrics", True)
+        count_graph_flops("metrics", True)
     atexit.register(_write_at_exit)

@@ -1,6 +1,6 @@
 """The compile budget of a plan: what a run compiles, why, what it could avoid, what a cache serves.
 
-Read from the compiler's record of each graph (compiler/_compile_log.py), the same records
+Read from the compiler's record of each graph (torch_neuronx.compiler.compiled_graphs), the same records
 `torch_neuronx.metrics` reports. Per graph: its function, rank and input shapes, its size (FX
 nodes, FLOPs), what made it new (first call, new shape, guard failure, graph break), whether a
 warm persistent cache holds it (same graph, same compiler flags), and its estimated neuronx-cc
@@ -160,7 +160,7 @@ def _invalidated_by(records: list) -> list[str]:
 
 
 def build(records: list) -> dict:
-    """The compile budget of `records` (compiler/_compile_log.GraphRecord, one run's)."""
+    """The compile budget of `records` (torch_neuronx.compiler.GraphRecord, one run's)."""
     rows = [_graph_row(r) for r in records]
     fixes, by_graph = _avoidable(records)
     for row, r in zip(rows, records):
@@ -188,9 +188,9 @@ def build(records: list) -> dict:
 
 def section(start: int) -> dict:
     """The budget of the graphs compiled since the compile log held `start` records."""
-    from ..compiler import _compile_log as compile_log
+    from ..compiler import compiled_graphs
 
-    return build(compile_log.records(start))
+    return build(compiled_graphs(start))
 
 
 # ------------------------------------------------------------------------------ markdown
@@ -276,10 +276,9 @@ def _write_budget() -> None:
     import sys
 
     from . import _dry_run_env as config
-    from ._session import active
 
     budget = section(0)
-    if not budget["graphs"] or active() is not None:
+    if not budget["graphs"] or config.requested_or_off():
         return   # nothing compiled (a launcher such as `plan run`'s own process), or a dry run's report has it
     path = config.report_path()
     if path:

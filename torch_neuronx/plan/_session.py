@@ -62,9 +62,9 @@ class DryRun:
             raise RuntimeError("this dry run is already running; create a new torch_neuronx.plan.dry_run()")
         self._t0 = time.perf_counter()
         self._metrics0 = metrics.get_dynamo_metrics()
-        from ..compiler import _compile_log as compile_log
+        from ..compiler import compiled_graph_count
 
-        self._compile_log0 = compile_log.count()
+        self._compile_log0 = compiled_graph_count()
         self.memory.start()
         self.steps.start()
         self._mode = DryRunMode(self)
