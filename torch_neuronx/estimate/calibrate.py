@@ -478,15 +478,21 @@ def ranges_markdown(result: dict) -> list[str]:
     data = result.get("ranges")
     if not data:
         return []
+    by_id = {r["id"]: r for r in result["rows"]}
     rows = []
     for key, c in data["coverage"].items():
         r = data["kinds"][key]
-        rows.append((key, c["rows"], f"{math.exp(r['residual_low']):.2f}-{math.exp(r['residual_high']):.2f}",
+        default = summary([by_id[i]["ratio"] for i in r["rows"]])
+        loo = summary([by_id[i]["leave_one_out"] for i in r["rows"]])
+        rows.append((key, c["rows"], _f(default["median_abs_log_ratio"], "{:.3f}"), _f(default["within_1.25x"], "{:.0%}"),
+                     _f(loo["within_1.25x"], "{:.0%}"),
+                     f"{math.exp(r['residual_low']):.2f}-{math.exp(r['residual_high']):.2f}",
                      f"{c['inside']} of {c['rows']} ({c['coverage']:.0%})", f"{c['median_width']:.2f}x",
                      ("few rows: pooled with " + r["pooled"]) if r["pooled"] else ""))
-    return ["", f"Ranges by kind (planned / published, {data['coverage_goal']:.0%}; estimate/_ranges.py states the "
-                "rule); coverage: rows inside the range computed without them:", ""] + markdown_table(
-        ["kind (arch/phase/stack)", "rows", "range", "coverage (leave-one-out)", "median width", "note"], rows)
+    return ["", f"By kind (planned / published; the {data['coverage_goal']:.0%} range by estimate/_ranges.py's rule; "
+                "coverage: rows inside the range computed without them):", ""] + markdown_table(
+        ["kind (arch/phase/stack)", "rows", "median abs log ratio", "within 1.25x", "within 1.25x leave-one-out",
+         "range", "coverage (leave-one-out)", "median width", "note"], rows)
 
 
 def test_set_markdown(result: dict) -> list[str]:
