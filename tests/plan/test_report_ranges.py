@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from torch_neuronx.estimate import calibrate
+from torch_neuronx.plan import calibrate
 from torch_neuronx.plan.__main__ import main as plan_main
 
 

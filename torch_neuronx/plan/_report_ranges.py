@@ -2,8 +2,8 @@
 `plan generate`): `<figure>_range: [low, high]` in the JSON, and the text the terminal and HTML
 reports show beside the figure.
 
-The ranges come from calibration/ranges.json, which `python -m torch_neuronx.estimate.calibrate`
-writes from the calibration table's residuals (estimate/_ranges.py: the rule, the kinds, the
+The ranges come from calibration/ranges.json, which `python -m torch_neuronx.plan.calibrate`
+writes from the calibration table's residuals (plan/_ranges.py: the rule, the kinds, the
 leave-one-out coverage); a plan reads them, it never re-runs the calibration. A plan's kind: dense or
 MoE (its config routes tokens to experts), the phase each figure measures, and the stack the planner
 models: NxD Training for `plan train`, NxD Inference for `plan generate`'s deployed mode; eager
@@ -15,7 +15,7 @@ import json
 import math
 from functools import lru_cache
 
-from ..estimate._ranges import Kind, Range
+from ._ranges import Kind, Range
 
 # figure -> (phase whose range it takes, "time" or "rate")
 FIGURES = {"ttft_ms": ("prefill", "time"), "tpot_ms": ("decode", "time"),
@@ -27,7 +27,7 @@ GENERATION_RATES = ("output_tokens_per_s", "output_tokens_per_s_all_replicas")
 @lru_cache(maxsize=1)
 def table() -> dict:
     """calibration/ranges.json ({} when this install has none: plans then carry no ranges)."""
-    from ..estimate.calibrate import RANGES
+    from .calibrate import RANGES
 
     return json.loads(RANGES.read_text()) if RANGES.exists() else {}
 

@@ -30,7 +30,7 @@ def dry_run_extras() -> dict:
 
 
 def base_report(layout, config, model, region, dtype, dry_run: bool | None = None) -> dict:
-    from ...estimate._ranges import is_moe
+    from .._ranges import is_moe
     from ..distributed._report import collectives_by_kind
     from .._timeline import summary as timeline_summary
     from .._wording import overridden_assumptions, overridden_settings

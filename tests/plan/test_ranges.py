@@ -1,10 +1,10 @@
-"""Calibrated ranges (estimate/_ranges.py) on tables whose residuals are known: the order-statistic
+"""Calibrated ranges (plan/_ranges.py) on tables whose residuals are known: the order-statistic
 interval, the few-rows rule, the leave-one-out coverage, and a plan's figures moved by the range."""
 import math
 
 import pytest
 
-from torch_neuronx.estimate import _ranges as R
+from torch_neuronx.plan import _ranges as R
 from torch_neuronx.plan import _report_ranges as RR
 
 DENSE_PREFILL = R.Kind("dense", "prefill", "nxd-inference")

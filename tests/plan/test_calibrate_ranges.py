@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from torch_neuronx.estimate import _ranges, calibrate
+from torch_neuronx.plan import _ranges, calibrate
 from torch_neuronx.estimate._assumptions import DEFAULTS
 from torch_neuronx.estimate._roofline import parse
 
