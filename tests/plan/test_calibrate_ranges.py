@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 
 from torch_neuronx.plan import _ranges, calibrate
-from torch_neuronx.estimate._assumptions import DEFAULTS
-from torch_neuronx.estimate._roofline import parse
+from torch_neuronx.estimate.assumptions import DEFAULTS
+from torch_neuronx.estimate.roofline import parse
 
 
 def _observed():
