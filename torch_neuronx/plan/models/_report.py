@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+from .._report_ranges import attach as attach_ranges
+from .._report_ranges import basis_lines, with_ranges
 from ..report_model import SCHEMA_VERSION, stamped
 
 
@@ -29,6 +31,7 @@ def dry_run_extras() -> dict:
 
 
 def base_report(layout, config, model, region, dtype, dry_run: bool | None = None) -> dict:
+    from .._ranges import is_moe
     from ..distributed._report import collectives_by_kind
     from .._timeline import summary as timeline_summary
     from .._wording import overridden_assumptions, overridden_settings
@@ -48,6 +51,7 @@ def base_report(layout, config, model, region, dtype, dry_run: bool | None = Non
         "world_size": layout.world_size, "layout": layout.describe(),
         "tp": layout.tp, "cp": layout.cp, "fsdp": layout.fsdp, "dp": layout.dp, "pp": layout.pp,
         "model_type": config.model_type,
+        "moe": is_moe(config.to_dict()),   # routes tokens to experts: its figures take the MoE kinds' ranges
         "parameters": count,
         **kv,
         "dtype": str(dtype).replace("torch.", ""),
@@ -96,6 +100,7 @@ def _parameter_count(model) -> int | None:
 
 
 def write_json(report: dict, path: str | None) -> None:
+    attach_ranges(report)   # the figures' calibrated ranges (plan/_report_ranges.py)
     if path:
         report = stamped("model", report)   # checked against the one report model before it is written
         with open(path, "w") as f:
@@ -118,7 +123,9 @@ def markdown(report: dict, title: str, rows: list[tuple[str, str]]) -> str:
         *((name.replace("_", " "), size(value)) for name, value in report["memory_breakdown_bytes_per_core"].items())])
     if report["oom"]:
         lines += ["", f"out of memory: {report['oom']}"]
-    lines += [""] + markdown_table(["estimate", ""], rows)
+    lines += [""] + markdown_table(["estimate", ""], with_ranges(report, rows))
+    basis = basis_lines(report)
+    lines += [""] + basis if basis else []
     top = list(report["time_breakdown_s"].items())[:6]
     if top:
         lines += [""] + markdown_table(["time by category (one step)", ""], [(k, seconds(v)) for k, v in top])
