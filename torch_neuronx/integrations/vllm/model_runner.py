@@ -1,8 +1,9 @@
 """`NeuronModelRunner`: vLLM's CPU model runner with its weights, inputs and KV cache on `neuron:<rank>`.
 
 vLLM's CPU runner aliases every "device" buffer to its host twin; here the device buffers stay on the
-NeuronCore, as on a GPU, so each step copies its inputs host -> device once and the model, the KV cache
-and the sampler all read device memory.
+NeuronCore, as on a GPU, so each step copies its inputs host -> device once and the model and the KV cache
+read device memory. Greedy sampling runs on the device; the random path runs on the host with host
+generators (`_allocations`, `_host_generators`).
 """
 from __future__ import annotations
 
