@@ -83,6 +83,18 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sequence-parallel", action=argparse.BooleanOptionalAction, default=True,
                    help="with --tp: norms and residuals on 1/TP of the sequence and a vocabulary-parallel loss, "
                         "as NxD Training runs TP (default on)")
+    p.add_argument("--task", default="auto",
+                   help="what the model trains as: causal-lm, masked-lm (BERT-style pretraining), "
+                        "image-classification (ViT-style), or auto (from the config; default)")
+    p.add_argument("--activation-recompute", default=None,
+                   help="none, full (every layer checkpointed; what --gradient-checkpointing turns on) or "
+                        "selective (Megatron's: only the attention core recomputed)")
+    p.add_argument("--make-vocab-size-divisible-by", type=int, default=None, metavar="N",
+                   help="pad the vocabulary to a multiple of N x TP, as Megatron-LM's flag of that name (default: "
+                        "Megatron's 128 x TP when TP does not divide the vocabulary, else no padding)")
+    p.add_argument("--torch-compile", action="store_true",
+                   help="run the model as torch.compile(backend='neuron', dynamic=False), as the Trainer's "
+                        "--torch_compile true does on neuron")
 
 
 def plan_settings(instance: str, lnc: int | None, real: bool, json_out: str | None) -> dict:
@@ -263,10 +275,14 @@ def run_train(args) -> int:
             report = plan_train(config, layout, micro_batch=args.micro_batch, global_batch=args.global_batch,
                                 seq_len=args.seq_len, dtype=getattr(torch, args.dtype),
                                 gradient_checkpointing=args.gradient_checkpointing, dry_run=not args.real,
-                                zero1=args.zero1, sequence_parallel=args.sequence_parallel)
+                                zero1=args.zero1, sequence_parallel=args.sequence_parallel, task=args.task,
+                                activation_recompute=args.activation_recompute, torch_compile=args.torch_compile,
+                                make_vocab_size_divisible_by=args.make_vocab_size_divisible_by)
         except (LayoutError, ValueError) as err:
             _fail(prog, str(err))
-        report["mode"] = "eager"   # plan train runs the model's ops one by one
+        # eager: the model's ops one by one; compiled: its forward and backward as neuron graphs
+        report["mode"] = ("compiled (torch.compile, backend neuron; optimizer step eager)" if args.torch_compile
+                          else "eager")
     rows = [("step time", _fmt(report["step_time_s"], " s")), ("tokens/s", _fmt(report["tokens_per_s"])),
             ("sequences/s", _fmt(report["sequences_per_s"])), ("MFU", _fmt(report["mfu"], "%", 100, 3)),
             ("gradient accumulation", plural(report["grad_accum_steps"], "micro-step")),

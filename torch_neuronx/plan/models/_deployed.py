@@ -37,7 +37,7 @@ import gc
 import torch
 
 from . import _serving as serving
-from ._build import build_causal_lm, local_bytes, padded_for_tp, parameter_count
+from ._build import build_causal_lm, local_bytes, padded_for_tp, padding_fields, parameter_count
 from ._layout import Layout, check_model, tp_shards_kv_heads
 from ._measure import Region
 from ._report import base_report
@@ -291,17 +291,10 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
         report["sequence_parallel_note"] = ("off: the model is not a Llama-style decoder (q/k/v/o and gate/up/down "
                                             "projections, two RMSNorms per layer) that the sequence-parallel plan "
                                             "covers; the CTE is planned tensor-parallel")
-    if config is not original:
-        text, real = _text(config), _text(original)
-        if report.get("parameters") is not None:
-            report["parameters"] = parameter_count(original)   # the real model's, not the padded one's
-        if text.num_attention_heads != real.num_attention_heads:
-            report["attention_heads_padded"] = {
-                "heads": real.num_attention_heads, "padded_to": text.num_attention_heads,
-                "kv_heads": getattr(real, "num_key_value_heads", None) or real.num_attention_heads,
-                "kv_padded_to": text.num_key_value_heads}
-        if text.vocab_size != real.vocab_size:
-            report["vocab_padded"] = {"vocab_size": real.vocab_size, "padded_to": text.vocab_size}
+    # the real model's count (meta device): not the padded one's, not a depth probe's, and stated
+    # when the model did not fit
+    report["parameters"] = parameter_count(original)
+    report.update(padding_fields(original, config))
     replicas = layout.world_size // layout.tp
     report.update({
         "mode": "deployed", "serving": "continuous batching" if concurrency else "static batch",
