@@ -59,8 +59,8 @@ def test_checkpointed_dropout_is_reproducible_under_a_seed():
 
 def test_a_checkpointed_graph_runs_under_the_cost_model():
     """The cost model's dispatch mode (and a dry run's) sees the ops a compiled graph's wrapper
-    calls; the RNG higher-order op of the recomputed region met it with no rule and stopped the
-    program (a dry run of TRL's SFT with --torch_compile true ended in its first step)."""
+    calls, the RNG higher-order op of the recomputed region among them: it has a rule for it
+    (without one the program stops there: TRL's SFT with --torch_compile true in a dry run)."""
     import torch_neuronx
 
     x = torch.randn(1, 2, 16, 8)

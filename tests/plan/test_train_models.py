@@ -48,8 +48,8 @@ def test_megatron_vocab_rule():
 
 
 def test_gpt_vocab_padded_at_tp8_costs_the_padded_head(tmp_path):
-    """vocab 50,257 at TP 8 (was refused: "does not divide the model's vocab_size"): padded to 51,200
-    as Megatron pads it; every matmul FLOP of the step equals the closed form with the padded head."""
+    """vocab 50,257 at TP 8 (TP does not divide it): padded to 51,200 as Megatron pads it; every
+    matmul FLOP of the step equals the closed form with the padded head."""
     r, out = _plan_cli(tmp_path, SMALL_NEOX, "--instance", "trn2.3xlarge", "--lnc", "1", "--tp", "8", "--seq-len",
                        "32", "--real")
     tp, s, h, i, layers = 8, 32, 64, 256, 2
@@ -194,9 +194,8 @@ def test_bad_train_flags_name_the_fix(tmp_path, config, flags, message):
 
 def test_the_sft_command_with_torch_compile_plans_compiled(tmp_path):
     """examples/sft_neuron_example.py with --torch_compile true (TRL's default gradient
-    checkpointing on): the dry run runs both optimizer steps through the compiled graphs and
-    says so; it used to stop in the first step (the recomputed region's RNG op had no rule for
-    the dry run's modes) and report an eager plan."""
+    checkpointing on): the dry run runs both optimizer steps through the compiled graphs, whose
+    recomputed regions call torch's RNG ops under the dry run's modes, and says so."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = tmp_path / "sft.json"
     p = subprocess.run([sys.executable, "-m", "torch_neuronx.plan", "run", "--instance", "trn2.3xlarge", "--quiet",

@@ -11,7 +11,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from ..compiler import _rng_hops
+from ..compiler import run_rng_ops_under
 from . import _eager as eager, _fallbacks as fallbacks, _formulas as formulas, recorders
 from ._ops import op_estimate
 from ._subclasses import defer_to_subclass
@@ -101,4 +101,4 @@ def _cost_and_deliver(receivers, func, args, kwargs, out) -> None:
 
 
 # activation checkpointing inside compiled graphs calls torch's RNG higher-order ops: run them here
-_rng_hops.run_under(EstimateMode)
+run_rng_ops_under(EstimateMode)

@@ -9,11 +9,13 @@ Neuron tensors keep their shapes, dtypes, strides and devices and the caching al
 their bytes (and raises its torch.OutOfMemoryError) exactly as in a real run, while no host memory
 backs them and large ops compute only shapes. See docs/plan.md.
 
-Layout: _config.py (environment), _mode.py (the shape-only dispatch mode), _syncs.py (host reads),
+Layout: _dry_run_env.py (its environment variables), _mode.py (the shape-only dispatch mode), _syncs.py (host reads),
 _memory.py (per-core peak and breakdown), _steps.py (the step clock), _session.py (DryRun: the one
-session, with named regions), _report.py (JSON, markdown, trace), _run.py (`plan run`), _child.py
-(child processes), __main__.py (the subcommand table); distributed/ and models/ add multi-rank
-launching and model-level commands.
+session, with named regions), _report.py (JSON, markdown, trace), _run.py (`plan run`), _command.py
+(what every command shares: view flags, the one child environment, start/finish/fail, the runtime
+switch), _child.py (child processes), __main__.py (the subcommand table); distributed/ and models/
+add multi-rank launching and model-level commands; calibrate.py (`python -m
+torch_neuronx.plan.calibrate`) compares the plans with published Trainium results.
 """
 from __future__ import annotations
 
@@ -21,11 +23,11 @@ import atexit
 import os
 import sys
 
-from . import _config as config
+from . import _dry_run_env as config
 from ._mode import DryRunError
 from ._session import DryRun, active
 
-__all__ = ["DryRun", "DryRunError", "dry_run", "enable", "is_active", "active"]
+__all__ = ["DryRun", "DryRunError", "dry_run", "enable", "install", "is_active", "active"]
 
 _process_run: list = []   # the DryRun TORCH_NEURONX_DRY_RUN=1 entered for the whole process
 

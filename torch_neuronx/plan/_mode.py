@@ -22,9 +22,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from ..compiler import _rng_hops
+from ..compiler import run_rng_ops_under
 from .. import kernels
-from ..estimate._aten import is_view, storage_bytes, written_tensors
+from ..estimate.aten_schema import is_view, storage_bytes, written_tensors
 from . import _syncs as syncs
 from ._errors import DryRunError
 
@@ -236,4 +236,4 @@ class DryRunMode(TorchDispatchMode):
 
 
 # activation checkpointing inside compiled graphs calls torch's RNG higher-order ops: run them here
-_rng_hops.run_under(DryRunMode)
+run_rng_ops_under(DryRunMode)

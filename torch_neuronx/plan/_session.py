@@ -34,7 +34,7 @@ class DryRun:
     def __init__(self, instance: str | None = None, lnc: int | None = None, *,
                  assumptions: dict | None = None) -> None:
         from ..estimate import estimate
-        from . import _config as config
+        from . import _dry_run_env as config
 
         self.large_bytes = config.large_bytes()   # settings first: a bad value changes nothing
         self.estimate = estimate(instance, lnc, assumptions=assumptions)
@@ -54,7 +54,7 @@ class DryRun:
 
     # ---- context ---------------------------------------------------------------------------
     def __enter__(self) -> "DryRun":
-        from ..compiler import _metrics as metrics
+        from .. import compiler as metrics
         from ._mode import DryRunMode
 
         if self._mode is not None:
@@ -142,7 +142,7 @@ class DryRun:
 
 
 def _compile_metrics() -> dict:
-    from ..compiler import _metrics as metrics
+    from .. import compiler as metrics
 
     return metrics.get_dynamo_metrics()
 

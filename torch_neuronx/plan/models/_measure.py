@@ -16,11 +16,11 @@ class Region:
     wrapper, one step clock. Planned for real (--real) there is no session: the region times alone."""
 
     def __init__(self, layout, name: str = "plan"):
-        import torch_neuronx
+        from ...estimate import estimate
         from .._session import active
 
         self.capacity = self.capacity_bytes(layout)   # checks the runtime first
-        self.est = torch_neuronx.estimate(layout.instance, layout.lnc, include_fake=True)
+        self.est = estimate(layout.instance, layout.lnc, include_fake=True)
         self.name = name
         self.session = active()
         self.oom: str | None = None
@@ -107,9 +107,9 @@ class Region:
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
     def roofline(self, start: int = 0, end: int | None = None) -> dict:
-        """The events as roofline terms (estimate/_roofline.py): what the same stretch would take with
+        """The events as roofline terms (estimate/roofline.py): what the same stretch would take with
         other matmul and HBM efficiencies (the calibration's fit reads it)."""
-        from ...estimate._roofline import summarize
+        from ...estimate.roofline import summarize
 
         return summarize(self.est.events[start:end])
 
