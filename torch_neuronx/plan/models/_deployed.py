@@ -31,16 +31,18 @@ checks the extrapolation against a full-depth plan.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
 
 import torch
 
-from . import _serving as serving
+from . import _moe_kernel as moe_kernel, _serving as serving
 from ._build import build_causal_lm, local_bytes, padded_for_tp, parameter_count
 from ._layout import Layout, check_model, tp_shards_kv_heads
 from ._measure import Region
 from ._report import base_report
+from ._routing import Routing, parse as parse_routing
 from ._world import fake_world
 
 MIN_BUCKET = 128   # vLLM-Neuron's default prefill buckets: powers of two from 128 (num_batched_tokens_buckets)
@@ -128,16 +130,20 @@ def _static_cache(config, layout: Layout, dtype, batch: int, max_len: int):
 
 
 def _probe(config, layout: Layout, dtype, cte_batch: int, bucket: int, tkg_batch: int, max_len: int,
-           position: int, graphs=("cte", "tkg"), sequence_parallel: bool = False) -> dict:
+           position: int, graphs=("cte", "tkg"), sequence_parallel: bool = False, routing=None) -> dict:
     """Build the model at this config's depth, compile the step and time one call of each of `graphs`
-    (CTE, TKG), the model sequence-parallel if asked (_sequence_parallel.py)."""
-    with fake_world(layout.tp):
+    (CTE, TKG), the model sequence-parallel if asked (_sequence_parallel.py); routed experts run as
+    NxD Inference's MoE kernels under `routing` (_moe_kernel.py)."""
+    with fake_world(layout.tp), contextlib.ExitStack() as kernels:
         region = Region(layout, "deployed probe")
         model = compiled = step = None
         out = {}
         with region:
             model = build_causal_lm(config, dtype, tp=layout.tp, sequence_parallel=sequence_parallel)
             model.eval()
+            seq_len = [1]   # tokens per sequence of the step being compiled (NxD's CTE / TKG choice)
+            out["moe_kernel"] = kernels.enter_context(moe_kernel.deployed(model, routing or Routing(),
+                                                                          lambda: seq_len[0]))
             device = torch.device("neuron", 0)
             from torch.distributed.tensor import DTensor, Replicate
 
@@ -167,6 +173,7 @@ def _probe(config, layout: Layout, dtype, cte_batch: int, bucket: int, tkg_batch
             with torch.no_grad():
                 calls = {"cte": (cte_cache, cte_batch, bucket, 0), "tkg": (tkg_cache, tkg_batch, 1, position)}
                 for name, args in ((g, calls[g]) for g in graphs):
+                    seq_len[0] = args[2]
                     with region.timed():   # both calls under the estimate: its hooks are part of Dynamo's guards
                         compiled(*inputs(*args))     # compiles
                         step_inputs = inputs(*args)  # made before the mark: the host feeds them
@@ -186,6 +193,7 @@ def _probe(config, layout: Layout, dtype, cte_batch: int, bucket: int, tkg_batch
         # Dynamo's cache holds the compiled step and through it the model: free both before the next probe
         del compiled, step
         torch._dynamo.reset()
+        kernels.close()
         if "step_transient" in out:   # the peak of the whole probe: building, or a step on top of what is held
             peak = max(build_peak, held + out["step_transient"])
             out["base"].update(peak_hbm_bytes_per_core=peak, headroom_bytes_per_core=region.capacity - peak,
@@ -226,10 +234,12 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
                   input_tokens: int = 128, output_tokens: int = 16, dtype: torch.dtype = torch.bfloat16,
                   prefill_chunk_size: int | None = None, max_model_len: int | None = None,
                   buckets: list[int] | None = None, full_depth: bool = False,
-                  sequence_parallel: bool = False) -> dict:
+                  sequence_parallel: bool = False, routing=None) -> dict:
     """Plan serving on one TP group (DP replicas, world / TP, serve their own requests); with
-    `sequence_parallel`, the CTE runs sequence-parallel (NxD Inference's `sequence_parallel_enabled`)."""
+    `sequence_parallel`, the CTE runs sequence-parallel (NxD Inference's `sequence_parallel_enabled`).
+    `routing` (a _routing.Routing or its --routing text): where the routers send tokens (MoE configs)."""
     check_arguments(batch, concurrency, input_tokens, output_tokens, prefill_chunk_size, max_model_len, buckets)
+    routing = routing if isinstance(routing, Routing) else parse_routing(routing)
     if sequence_parallel and layout.tp == 1:
         raise ValueError("--sequence-parallel splits the prompt over the TP ranks: it needs --tp 2 or more")
     original = config
@@ -256,15 +266,17 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
         gc.collect()
         at_depth = _with_depth(config, d)
         if not sequence_parallel:
-            results.append(_probe(at_depth, layout, dtype, cte_batch, bucket, tkg_batch, max_len, input_tokens))
+            results.append(_probe(at_depth, layout, dtype, cte_batch, bucket, tkg_batch, max_len, input_tokens,
+                                  routing=routing))
             continue
         # NxD Inference's sequence parallelism runs in the CTE only (a decode step has one token per
         # sequence): the TKG and the memory from the model as TP shards it, the CTE from its
         # sequence-parallel build
-        plain = _probe(at_depth, layout, dtype, cte_batch, bucket, tkg_batch, max_len, input_tokens, ("tkg",))
+        plain = _probe(at_depth, layout, dtype, cte_batch, bucket, tkg_batch, max_len, input_tokens, ("tkg",),
+                       routing=routing)
         gc.collect()
         parallel = _probe(at_depth, layout, dtype, cte_batch, bucket, tkg_batch, max_len, input_tokens, ("cte",),
-                          sequence_parallel=True)
+                          sequence_parallel=True, routing=routing)
         plain["cte"] = parallel.get("cte")
         plain["sequence_parallel_cte"] = parallel["sequence_parallel"]
         plain["step_transient"] = max(plain.get("step_transient", 0), parallel.get("step_transient", 0))
@@ -319,6 +331,10 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
         "token_generation": {"batch": tkg_batch, "kv_cache_tokens": max_len, **fig["tkg"]},
     }
     report["assumptions_serving"] = serving.assumptions(bool(concurrency))
+    moe = moe_kernel.report_section(fig.get("moe_kernel"), original, routing, (cte_batch * bucket, bucket),
+                                    (tkg_batch, 1), report["graphs"], layout)
+    if moe:
+        report["moe"] = moe
     if concurrency:
         figures = serving.continuous(steps, concurrency, input_tokens, output_tokens, chunk)
     else:
