@@ -169,8 +169,8 @@ def moe_cost(tokens: int, seq_len: int, loads, shape: ExpertShape, hw: Hardware,
         used = min(blocks_with_tokens(loads, b), n)
         run = used if a.moe_skip_padded_blocks else n
         flops = run * b * shape.flops_per_row
-        if a.moe_skip_dma_weight:   # an expert's consecutive blocks reuse its weights
-            loads_n = sum(1 for x in loads if x) + (1 if run > used else 0)
+        if a.moe_skip_dma_weight:   # an expert's consecutive blocks reuse its weights (padded ones the last's)
+            loads_n = max(1, sum(1 for x in loads if x))
         else:
             loads_n = run
         weights = loads_n * shape.weight_bytes

@@ -86,7 +86,7 @@ def run_deployed(args, prog: str, prepare, finish, fail, fmt) -> int:
                                input_tokens=args.input_tokens, output_tokens=args.output_tokens,
                                dtype=getattr(torch, args.dtype), prefill_chunk_size=args.prefill_chunk_size,
                                max_model_len=args.max_model_len, buckets=args.buckets, full_depth=args.full_depth,
-                               sequence_parallel=args.sequence_parallel)
+                               sequence_parallel=args.sequence_parallel, routing=args.routing)
     except (LayoutError, ValueError) as err:
         fail(prog, str(err))
     return finish(report, args, _title(report), _rows(report, fmt))

@@ -161,8 +161,10 @@ def install(model, routing: Routing) -> list:
     parallelism's dispatch, which replaces the module's forward) hands it `routing.indices` in place
     of the router's. Returns the hook handles (remove them to restore the router's choices)."""
     handles = []
+    shape = moe_config(model.config)
     for m in experts_modules(model):
-        experts = m.num_experts
+        # all experts of the layer: under expert parallelism the module's own count is its rank's
+        experts = shape[0] if shape else m.num_experts
 
         def pre(module, args, kwargs, experts=experts):
             hidden, top_k_index = args[0], args[1]
@@ -172,3 +174,36 @@ def install(model, routing: Routing) -> list:
 
         handles.append(m.register_forward_pre_hook(pre, with_kwargs=True, prepend=True))
     return handles
+
+
+def as_routing(routing) -> Routing:
+    """A Routing from a Routing, its --routing text or None (balanced)."""
+    return routing if isinstance(routing, Routing) else parse(routing)
+
+
+def moe_config(config) -> tuple[int, int] | None:
+    """(experts, top_k) of a MoE config, or None."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    experts = next((getattr(text, n) for n in ("num_experts", "num_local_experts", "n_routed_experts")
+                    if isinstance(getattr(text, n, None), int)), None)
+    top_k = next((getattr(text, n) for n in ("num_experts_per_tok", "moe_topk", "top_k")
+                  if isinstance(getattr(text, n, None), int)), None)
+    return (experts, top_k) if experts and top_k else None
+
+
+def report_section(config, routing: Routing, tokens: int, layout) -> dict | None:
+    """The train report's `moe`: the routing and, per micro-step, the loads of the `tokens` tokens a
+    rank routes; with expert parallelism, the rows the plan's rank (the busiest experts) receives
+    from its EP group, every peer routing as it does."""
+    shape = moe_config(config)
+    if shape is None:
+        return None
+    experts, top_k = shape
+    loads = routing.loads(tokens, experts, top_k)
+    ep = max(1, getattr(layout, "ep", 1))
+    local = experts // ep
+    out = {**routing.describe(experts, top_k), "tokens_per_rank": tokens, "expert_loads": loads,
+           "ep": ep, "experts_per_rank": local,
+           "rows_received_by_busiest_rank": ep * sum(loads[:local]) if ep > 1 else sum(loads)}
+    out["expert_shares"] = [round(x, 6) for x in out["expert_shares"]]
+    return out
