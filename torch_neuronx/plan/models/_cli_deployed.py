@@ -58,8 +58,28 @@ def _rows(report: dict, fmt) -> list[tuple[str, str]]:
         if report["concurrency"]:
             rows += [("queueing before prefill", fmt(report["queue_wait_ms"], " ms")),
                      ("device time in prefill", fmt(report["prefill_share"], "%", 100, 3))]
+        rows += _moe_rows(report.get("moe"), fmt)
         rows += [(f"assumption `{name}`", text) for name, text in report["assumptions_serving"].items()]
     rows += deployed_layout_lines(report)
+    return rows
+
+
+def _moe_rows(moe: dict | None, fmt) -> list[tuple[str, str]]:
+    """What the routed experts cost per step, as NxD Inference runs them (docs/moe.md)."""
+    if not moe:
+        return []
+    rows = [("MoE routing", f"{moe['routing']} (busiest expert {moe['busiest_expert_load_vs_balanced']:.3g}x "
+                            f"its balanced load)")]
+    for name, key in (("CTE", "context_encoding"), ("TKG", "token_generation")):
+        c = moe[key]
+        how = c["algorithm"].replace("_", " ")
+        if c["algorithm"] == "blockwise":
+            how += (f", {c['blocks_run']} blocks of {c['block_size']} per layer run "
+                    f"({c['blocks_with_tokens']} hold tokens)")
+        else:
+            how += f", {c['expert_loads']} expert loads per layer"
+        rows.append((f"MoE experts in the {name} step ({moe['layers']} layers)",
+                     f"{fmt(c['seconds_all_layers'], ' ms', 1e3)}: {how}"))
     return rows
 
 

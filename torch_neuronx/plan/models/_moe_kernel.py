@@ -3,11 +3,13 @@
 Hugging Face's experts code (a loop over experts, or grouped matmuls sized by the routing) is not
 what a Trainium deployment runs: NxD Inference picks selective loading, all experts or its
 blockwise kernel by shape, and the blockwise kernel loops over a worst-case block count, each
-block loading its expert's weights (estimate/_moe.py). In a deployed plan each experts module's
-forward becomes one call of the op `torch_neuronx_plan::routed_experts` (the same function: the
-experts' SwiGLU MLPs on the router's choices, weighted and summed per token), which the compiled
-graph keeps as one kernel; its registered cost is estimate/_moe.py's for the shape of the call and
-the per-expert loads of the plan's routing distribution (_routing.py), never the phantom indices.
+block loading its expert's weights (estimate/_moe.py). In a deployed plan the experts modules run
+through transformers' experts interface under the implementation name IMPLEMENTATION, so whatever
+tensor or expert parallelism wraps their forward stays: each call is one call of the op
+`torch_neuronx_plan::routed_experts` (the same function: the experts' SwiGLU MLPs on the router's
+choices, weighted and summed per token), which the compiled graph keeps as one kernel. Its
+registered cost is estimate/_moe.py's for the shape of the call and the per-expert loads of the
+plan's routing distribution (_routing.py), never the phantom indices.
 """
 from __future__ import annotations
 
