@@ -26,7 +26,8 @@ def add_deployed_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-model-len", type=int, default=None,
                    help="deployed: tokens the static KV cache holds per sequence (default: input + output tokens)")
     p.add_argument("--buckets", type=_buckets, default=None,
-                   help="deployed: prefill buckets, e.g. 128,512,2048 (default: powers of two from 128)")
+                   help="deployed: prefill buckets, e.g. 128,512,2048 (default: NxD Inference's, powers of two "
+                        "from 128 and the max length)")
     p.add_argument("--full-depth", action="store_true",
                    help="deployed: compile every layer instead of extrapolating from 1- and 2-layer probes")
     p.add_argument("--sequence-parallel", action="store_true",

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import gc
+import math
 
 import torch
 
@@ -45,17 +46,18 @@ from ._report import base_report
 from ._routing import Routing, parse as parse_routing
 from ._world import fake_world
 
-MIN_BUCKET = 128   # vLLM-Neuron's default prefill buckets: powers of two from 128 (num_batched_tokens_buckets)
+MIN_BUCKET = 128   # the smallest automatic context-encoding bucket (NxD Inference's generate_buckets(128, ...))
 
 
 def default_buckets(max_model_len: int) -> list[int]:
-    """Powers of two from 128 up to the first that holds `max_model_len` (vLLM-Neuron's default)."""
-    out, b = [], MIN_BUCKET
-    while True:
-        out.append(b)
-        if b >= max_model_len:
-            return out
-        b *= 2
+    """NxD Inference's automatic context-encoding buckets (its modules/autobucketing.py
+    `generate_buckets(128, max_length)`, serving.BUCKETS): powers of two from 128 below
+    2^round(log2(max length)), then the max length itself, so the last bucket and the static
+    cache end where the deployment's max length does."""
+    if max_model_len <= MIN_BUCKET:
+        return [max_model_len]
+    top = round(math.log2(max_model_len))   # Python's round, as NxD Inference's
+    return [2 ** i for i in range(int(math.log2(MIN_BUCKET)), top)] + [max_model_len]
 
 
 def pick_bucket(tokens: int, buckets: list[int]) -> int:
@@ -129,6 +131,23 @@ def _static_cache(config, layout: Layout, dtype, batch: int, max_len: int):
     return cache
 
 
+def _prompt_cache(config, cache, batch: int, tokens: int):
+    """The context encoding's view of the deployment's one cache: its first `batch` sequences and
+    `tokens` positions (serving.CTE_ATTENTION: NxD Inference's context encoding attends within the
+    prompt's bucket, then the token generation attends over the whole cache). Views, so nothing is
+    allocated: the prompt's keys and values land in the cache the decode steps read."""
+    from transformers import StaticCache
+
+    view = StaticCache(config=config, max_cache_len=tokens)
+    for mine, whole in zip(view.layers, cache.layers):
+        mine.keys, mine.values = whole.keys[:batch, :, :tokens], whole.values[:batch, :, :tokens]
+        mine.dtype, mine.device, mine.batch_size, mine.num_heads = whole.dtype, whole.device, batch, whole.num_heads
+        mine.k_head_dim, mine.v_head_dim = whole.k_head_dim, whole.v_head_dim
+        mine.cumulative_length = whole.cumulative_length.clone()
+        mine.is_initialized = True
+    return view
+
+
 def _probe(config, layout: Layout, dtype, cte_batch: int, bucket: int, tkg_batch: int, max_len: int,
            position: int, graphs=("cte", "tkg"), sequence_parallel: bool = False, routing=None) -> dict:
     """Build the model at this config's depth, compile the step and time one call of each of `graphs`
@@ -158,7 +177,7 @@ def _probe(config, layout: Layout, dtype, cte_batch: int, bucket: int, tkg_batch
             compiled = torch.compile(step, backend="neuron", dynamic=False, fullgraph=False)
             tkg_cache = _static_cache(config, layout, dtype, tkg_batch, max_len)   # the deployment's one cache
             out["kv_cache"] = local_bytes(t for layer in tkg_cache.layers for t in (layer.keys, layer.values))
-            cte_cache = tkg_cache if cte_batch == tkg_batch else _static_cache(config, layout, dtype, cte_batch, max_len)
+            cte_cache = _prompt_cache(config, tkg_cache, cte_batch, bucket)   # the CTE attends within the prompt
 
             def inputs(cache, batch, tokens, start):
                 for layer in cache.layers:   # the cache counts what it holds: this step writes at `start`
@@ -246,6 +265,7 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
     config = padded_for_tp(config, layout.tp)   # as NxD Inference compiles it
     check_model(layout, config)
     max_len = max_model_len or input_tokens + output_tokens
+    given_buckets = bool(buckets)
     buckets = sorted(buckets) if buckets else default_buckets(max_len)
     chunk = min(input_tokens, prefill_chunk_size or input_tokens)
     bucket = pick_bucket(chunk, buckets)
@@ -330,7 +350,7 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
         "context_encoding": {"bucket_tokens": bucket, "batch": cte_batch, **fig["cte"]},
         "token_generation": {"batch": tkg_batch, "kv_cache_tokens": max_len, **fig["tkg"]},
     }
-    report["assumptions_serving"] = serving.assumptions(bool(concurrency))
+    report["assumptions_serving"] = serving.assumptions(bool(concurrency), default_buckets=not given_buckets)
     moe = moe_kernel.report_section(fig.get("moe_kernel"), original, routing, (cte_batch * bucket, bucket),
                                     (tkg_batch, 1), report["graphs"], layout)
     if moe:
