@@ -11,7 +11,7 @@ import sys
 import torch
 
 from torch_neuronx.plan.models import make_layout, plan_train
-from torch_neuronx.plan.models._config import load_config
+from torch_neuronx.plan.models._load_config import load_config
 from torch_neuronx.plan.models._deployed import plan_deployed
 from torch_neuronx.runtime import env
 
