@@ -50,7 +50,7 @@ def plans(tmp_path_factory):
 
 def test_the_cache_and_the_last_bucket_end_at_the_max_length(plans):
     r = plans["default"]
-    assert r["max_model_len"] == 604 and r["buckets"] == [604]
+    assert r["max_model_len"] == 604 and r["buckets"] == [128, 256, 604]   # log2(604) = 9.24 -> 2^7, 2^8
     assert r["graphs"]["context_encoding"]["bucket_tokens"] == 604
     assert r["graphs"]["token_generation"]["kv_cache_tokens"] == 604
     assert "buckets" in r["assumptions_serving"]

@@ -106,7 +106,7 @@ def plans(tmp_path_factory):
     train = dict(micro_batch=1, seq_len=SEQ)
     specs = [{"command": "train", "config": moe, "layout": dict(inst, fsdp=8, ep=8), "args": dict(train, routing=r)}
              for r in ("balanced", "skewed=3")]
-    deployed = dict(batch=1, input_tokens=600, output_tokens=4)   # a 1,024-token CTE bucket
+    deployed = dict(batch=1, input_tokens=600, output_tokens=4)   # NxD Inference's buckets: 128, 256, 604
     specs += [{"command": "deployed", "config": moe, "layout": dict(inst, tp=2), "args": deployed},
               {"command": "deployed", "config": moe, "layout": dict(inst, tp=2), "args": deployed,
                "assumptions": "moe_block_size=256"},
@@ -152,21 +152,23 @@ def test_a_skewed_routing_loads_the_busiest_rank(plans):
 
 
 def test_deployed_prefill_runs_the_blockwise_kernel_with_its_padding(plans):
-    """A 1,024-token CTE at TP 2 (the rank's intermediate 64 / 2 = 32): 2,048 routed pairs in blocks of
-    512 provision N = ceil((2,048 - 7) / 512) + 7 = 11 blocks per layer, all run, each loading its
-    expert's 3 x 128 x 32 x 2 B of weights. Blocks of 256: N = ceil(2,041 / 256) + 7 = 15. The CTE
-    graph's FLOPs differ by exactly the kernel's: layers x (11 x 512 - 15 x 256) rows x 2 x 3 x H x 32."""
+    """A 600-token prompt runs in the 604-token bucket (NxD Inference's last automatic bucket, the max
+    length) at TP 2 (the rank's intermediate 64 / 2 = 32): 1,208 routed pairs in blocks of 512
+    provision N = ceil((1,208 - 7) / 512) + 7 = 10 blocks per layer, all run, each loading its expert's
+    3 x 128 x 32 x 2 B of weights. Blocks of 256: N = ceil(1,201 / 256) + 7 = 12. The CTE graph's
+    FLOPs differ by exactly the kernel's: layers x (10 x 512 - 12 x 256) rows x 2 x 3 x H x 32."""
     d, d256 = plans["deployed"], plans["block_256"]
     cte = d["moe"]["context_encoding"]
-    assert (cte["algorithm"], cte["tokens"], cte["blocks"], cte["blocks_run"]) == ("blockwise", 1024, 11, 11)
-    assert cte["weight_bytes"] == 11 * 3 * H * 32 * 2
-    assert d256["moe"]["context_encoding"]["blocks"] == 15
-    rows = 11 * 512 - 15 * 256
+    assert (cte["algorithm"], cte["tokens"], cte["blocks"], cte["blocks_run"]) == ("blockwise", 604, 10, 10)
+    assert cte["blocks_with_tokens"] == 8   # 151 tokens per expert: one block each
+    assert cte["weight_bytes"] == 10 * 3 * H * 32 * 2
+    assert d256["moe"]["context_encoding"]["blocks"] == 12
+    rows = 10 * 512 - 12 * 256
     delta = d["graphs"]["context_encoding"]["flops"] - d256["graphs"]["context_encoding"]["flops"]
     assert delta == LAYERS * rows * 2 * 3 * H * 32
     assert d["moe"]["layers"] == LAYERS and d["moe"]["routing"] == "balanced"
-    # the padded kernel costs the prefill more than the 2,048 routed rows would
-    assert cte["flops"] == pytest.approx(11 * 512 / 2048 * 2048 * 2 * 3 * H * 32)
+    # the padded kernel computes 5,120 rows for the 1,208 routed ones
+    assert cte["flops"] == 10 * 512 * 2 * 3 * H * 32
 
 
 def test_deployed_decode_loads_experts_selectively_then_all(plans):
