@@ -1,4 +1,4 @@
-"""The routed experts' cost as NxD Inference runs them (estimate/_moe.py), pinned to counts by hand.
+"""The routed experts' cost as NxD Inference runs them (estimate/moe.py), pinned to counts by hand.
 
 A small layer: hidden 256, the rank's intermediate 128, 8 experts, top 2, bf16 (one expert's gate,
 up and down weights: 3 x 256 x 128 x 2 B = 196,608 B; one row through one expert: 2 x 3 x 256 x 128
@@ -11,7 +11,7 @@ import math
 import pytest
 
 from torch_neuronx.estimate import hardware
-from torch_neuronx.estimate._moe import ExpertShape, algorithm, block_count, blocks_with_tokens, moe_cost
+from torch_neuronx.estimate.moe import ExpertShape, algorithm, block_count, blocks_with_tokens, moe_cost
 
 SHAPE = ExpertShape(hidden=256, intermediate=128, local_experts=8, experts=8, top_k=2)
 W = 3 * 256 * 128 * 2            # bytes of one expert's weights

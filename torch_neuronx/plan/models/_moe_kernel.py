@@ -3,12 +3,12 @@
 Hugging Face's experts code (a loop over experts, or grouped matmuls sized by the routing) is not
 what a Trainium deployment runs: NxD Inference picks selective loading, all experts or its
 blockwise kernel by shape, and the blockwise kernel loops over a worst-case block count, each
-block loading its expert's weights (estimate/_moe.py). In a deployed plan the experts modules run
+block loading its expert's weights (estimate/moe.py). In a deployed plan the experts modules run
 through transformers' experts interface under the implementation name IMPLEMENTATION, so whatever
 tensor or expert parallelism wraps their forward stays: each call is one call of the op
 `torch_neuronx_plan::routed_experts` (the same function: the experts' SwiGLU MLPs on the router's
 choices, weighted and summed per token), which the compiled graph keeps as one kernel. Its
-registered cost is estimate/_moe.py's for the shape of the call and the per-expert loads of the
+registered cost is estimate/moe.py's for the shape of the call and the per-expert loads of the
 plan's routing distribution (_routing.py), never the phantom indices.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from ...estimate import Cost, register_cost
 from ...estimate import hardware as _hardware
-from ...estimate._moe import ExpertShape, moe_cost
+from ...estimate.moe import ExpertShape, moe_cost
 from ._routing import Routing, experts_modules
 
 _OP = "torch_neuronx_plan::routed_experts"
@@ -59,7 +59,7 @@ def local_loads(routing: Routing, tokens: int, shape: ExpertShape) -> list[int]:
 
 
 def cost_of_call(hidden, top_k_index, gate_up, down, seq_len: int, experts: int, hw=None):
-    """estimate/_moe.py's MoECost of one call under the active routing."""
+    """estimate/moe.py's MoECost of one call under the active routing."""
     shape = shape_of(hidden, top_k_index, gate_up, down, experts)
     tokens = int(hidden.shape[0])
     return moe_cost(tokens, int(seq_len), local_loads(_active[-1], tokens, shape), shape,

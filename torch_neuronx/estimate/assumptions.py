@@ -88,7 +88,7 @@ class Assumptions:
     # tensor one op of the run produces and the next reads never makes the HBM round trip.
     # 1: on (unless torch.use_deterministic_algorithms is set); 0: every op its own kernel.
     eager_fusion: float = 1.0
-    # Mixture-of-experts layers as NxD Inference runs them (estimate/_moe.py, docs/moe.md). Sources:
+    # Mixture-of-experts layers as NxD Inference runs them (estimate/moe.py, docs/moe.md). Sources:
     # NeuronX Distributed's modules/moe (model_utils.py defaults, expert_mlps_v2.py's forward) and the
     # NxD Inference guide "Deep dive: Explore Mixture of Experts (MoE) inference support for Neuron".
     # Tokens per block of the blockwise context-encoding kernel: DEFAULT_BLOCK_SIZE = 512.
