@@ -21,7 +21,7 @@ the block's output accumulated (read and written) for all B rows unless `moe_ski
 Time is the roofline of the totals: FLOPs at the TensorEngine's rate x matmul_efficiency, bytes at
 HBM bandwidth x hbm_efficiency (blocks of one layer share a shape, so summing each block's
 max(compute, memory) gives the same figure when no DMA is skipped). Every constant is a named
-assumption (_assumptions.py; docs/moe.md gives the sources).
+assumption (assumptions.py; docs/moe.md gives the sources).
 """
 from __future__ import annotations
 
