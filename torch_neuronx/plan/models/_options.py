@@ -21,6 +21,15 @@ def _from_args(cls, args: argparse.Namespace):
     return cls(**{f.name: vars(args)[f.name] for f in fields(cls)})
 
 
+def _check_routing(spec: str | None) -> None:
+    from ._routing import parse
+
+    try:
+        parse(spec)
+    except ValueError as err:
+        raise OptionsError(str(err)) from None
+
+
 @dataclass(frozen=True)
 class _Plan:
     """What `generate` and `train` share (_cli.py's `_common` flags). `layout` (not a field: derived
@@ -87,6 +96,7 @@ class TrainOptions(_Plan):
     gradient_checkpointing: bool
     sequence_parallel: bool = True   # with TP, as NxD Training runs it (_cli.py: --no-sequence-parallel)
     cp: int = 1                      # context parallelism (_context_parallel.py)
+    routing: str | None = None       # MoE: where the routers send tokens (_routing.py; default balanced)
     task: str = "auto"               # _tasks.py
     activation_recompute: str | None = None   # none | full | selective (_recompute.py)
     make_vocab_size_divisible_by: int | None = None   # Megatron's flag (_build.training_vocab_multiple)
@@ -95,6 +105,7 @@ class TrainOptions(_Plan):
     COMMAND = "train"
 
     def __post_init__(self) -> None:
+        _check_routing(self.routing)
         from ._recompute import MODES
         from ._tasks import TASKS
 
@@ -139,10 +150,12 @@ class GenerateOptions(_Plan):
     buckets: list | None
     full_depth: bool
     sequence_parallel: bool = False   # deployed: the CTE sequence-parallel (_cli_deployed.py)
+    routing: str | None = None        # MoE: where the routers send tokens (_routing.py; default balanced)
 
     COMMAND = "generate"
 
     def __post_init__(self) -> None:
+        _check_routing(self.routing)
         if self.mode == "deployed":
             from ._deployed import check_arguments
 

@@ -13,6 +13,7 @@ import torch
 from . import _context_parallel as context_parallel
 from . import _pipeline as pipeline
 from . import _recompute as recompute
+from . import _routing as moe_routing
 from . import _sequence_parallel as seq_parallel
 from . import _tasks as tasks
 from . import _train_compile as train_compile
@@ -175,7 +176,7 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
                seq_len: int = 128, dtype: torch.dtype = torch.bfloat16, gradient_checkpointing: bool = False,
                dry_run: bool = False, zero1: bool = False, sequence_parallel: bool = True, task: str = "auto",
                activation_recompute: str | None = None, make_vocab_size_divisible_by: int | None = None,
-               torch_compile: bool = False) -> dict:
+               torch_compile: bool = False, routing=None) -> dict:
     """Plan one optimizer step of `layout` (rank 0 stands for every rank of its stage).
     `zero1`: the optimizer state is sharded over the DP replicas. With `layout.pp` > 1 the last
     pipeline stage runs (_pipeline.py) and the schedule adds the bubble and the stage transfers.
@@ -186,7 +187,9 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
     `activation_recompute` none, full or selective (_recompute.py; `gradient_checkpointing` is
     full). The vocabulary is padded as Megatron pads it when TP does not divide it, or to a
     multiple of `make_vocab_size_divisible_by` x TP (_build.training_vocab_multiple).
-    `torch_compile`: the model runs as torch.compile(backend="neuron") (_train_compile.py)."""
+    `torch_compile`: the model runs as torch.compile(backend="neuron") (_train_compile.py).
+    `routing` (a _routing.Routing or its --routing text): where a MoE config's routers send tokens,
+    balanced by default."""
     mode = recompute.check(activation_recompute or ("full" if gradient_checkpointing else "none"))
     original = config
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
@@ -196,6 +199,7 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
     model_class = tasks.model_class(config, task)
     tasks.check(config, task, layout, seq_len)
     check_model(layout, config)
+    routing = moe_routing.as_routing(routing)
     global_batch, accum = check_batch(layout, micro_batch, global_batch)
     if seq_len < 1:
         raise ValueError(f"--seq-len must be >= 1, got {seq_len}")
@@ -211,7 +215,7 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
     sp = sp_note is None and (zero1 or tp_dp)
     # the ranks whose collectives this program runs: a pipeline stage (PP outermost), or the TP group
     world = layout.tp if (zero1 and not plain_zero1) or tp_dp else layout.world_size // layout.pp
-    model = optimizer = runner = metrics0 = None
+    model = optimizer = runner = metrics0 = routed = None
     with fake_world(world):
         region = Region(layout, "train")
         with region:
@@ -228,6 +232,7 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
                 model = build_causal_lm(stage, dtype, tp=layout.tp, fsdp=layout.fsdp * layout.cp, dp=layout.dp,
                                         ep=layout.ep, model_class=model_class)
             model.train()
+            routed = moe_routing.install(model, routing)   # the stated routing, not the placeholders' (_routing.py)
             recompute.apply(model, mode)
             runner = train_compile.compiled(model) if torch_compile else model
             if plain_zero1:
@@ -281,6 +286,9 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
                        "compiled_graphs": train_compile.graphs(metrics0, region) if torch_compile else None})
         if task == "image-classification":
             report["image_size"] = config.image_size
+        if routed:
+            report["moe"] = moe_routing.report_section(
+                stage, routing, micro_batch * seq_len // layout.cp // (layout.tp if layout.ep > 1 else 1), layout)
         report.update({"micro_batch": micro_batch, "global_batch": global_batch, "grad_accum_steps": accum,
                        "seq_len": tokens, "gradient_checkpointing": mode == "full", "zero1": zero1,
                        "sequence_parallel": sp, "sequence_parallel_note": sp_note,
