@@ -20,6 +20,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -39,7 +40,9 @@ def _launch(tmp, name, nproc, *args, device="neuron"):
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
            f"--master-port={free_port()}", EXAMPLE, "--device", device, "--metrics.disable-color-printing",
            "--comm.init-timeout-seconds", "120", *args, "activation-checkpoint:none"]  # tyro: subcommand last
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=420)
+    started = time.monotonic()
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)  # only a hang takes that long
+    print(f"launch {name} ({device}, {nproc} ranks): {time.monotonic() - started:.0f} s")  # shown with -rP
     out = p.stdout + p.stderr
     assert p.returncode == 0, f"{name} failed:\n" + "\n".join(
         line for line in out.splitlines() if "[rank" in line or "Error" in line)[-8000:]
@@ -100,6 +103,7 @@ def test_simple_fsdp_llama3_debug_model_compiled_neuron_matches_cpu(tmp_path):
 # default; the others in fp32. Context parallelism is not here: TorchTitan 0.3.0 supports it only with
 # FlexAttention (torchtitan/models/llama3/model.py:75 and the same check in each model).
 MODELS = {
+    "llama3": [],  # the example's default: --module llama3 --config llama3_debugmodel_varlen_attn
     "qwen3": ["--module", "torchtitan_neuron_configs", "--config", "qwen3_debugmodel_varlen"],
     "qwen3_moe": ["--module", "torchtitan_neuron_configs", "--config", "qwen3_moe_debug_varlen"],
     "deepseek_v3": ["--module", "torchtitan_neuron_configs", "--config", "deepseek_v3_debugmodel_varlen"],
@@ -108,19 +112,29 @@ MODELS = {
 }
 TP, EP, PP = ("--parallelism.tensor-parallel-degree", "--parallelism.expert-parallel-degree",
               "--parallelism.pipeline-parallel-degree")
+# Every CI run (.ci/torchtitan-smoke, marker `torchtitan_ci`) trains each documented model in the smallest
+# layout that exercises its parallelism: FSDP 2 for the dense ones, EP 2 x FSDP 2 for the MoE ones.
+CI = pytest.mark.torchtitan_ci
 LAYOUTS = [  # (model, name, ranks, options); FSDP shards whatever the other degrees leave of the ranks
-    ("qwen3", "fsdp2", 2, []),
+    pytest.param("llama3", "fsdp2", 2, [], marks=CI),
+    pytest.param("qwen3", "fsdp2", 2, [], marks=CI),
     ("qwen3", "tp2_fsdp2", 4, [TP, "2"]),  # Qwen3's dense debug model ties its embedding to the output:
     ("qwen3_moe", "pp2", 2, [PP, "2"]),    # TorchTitan refuses PP with a tie; its MoE debug model has none
+    pytest.param("qwen3_moe", "ep2_fsdp2", 2, [EP, "2"], marks=CI),
     ("deepseek_v3", "fsdp2", 2, []),
-    ("deepseek_v3", "ep2_fsdp2", 2, [EP, "2"]),
+    pytest.param("deepseek_v3", "ep2_fsdp2", 2, [EP, "2"], marks=CI),
     ("deepseek_v3", "pp2", 2, [PP, "2"]),
     ("deepseek_v3", "tp2_ep2_fsdp2", 4, [TP, "2", EP, "2"]),
     ("gpt_oss", "fsdp2", 2, []),
-    ("gpt_oss", "ep2_fsdp2", 2, [EP, "2"]),
+    pytest.param("gpt_oss", "ep2_fsdp2", 2, [EP, "2"], marks=CI),
     ("gpt_oss", "pp2", 2, [PP, "2"]),
     ("gpt_oss", "tp2_ep2_fsdp2", 4, [TP, "2", EP, "2"]),
 ]
+
+
+def _layout_id(layout):
+    model, name = (layout.values if hasattr(layout, "values") else layout)[:2]
+    return f"{model}-{name}"
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +152,7 @@ def seeds(tmp_path_factory):
     return seed
 
 
-@pytest.mark.parametrize("model,layout,ranks,options", LAYOUTS, ids=[f"{m}-{n}" for m, n, _, _ in LAYOUTS])
+@pytest.mark.parametrize("model,layout,ranks,options", LAYOUTS, ids=[_layout_id(x) for x in LAYOUTS])
 def test_documented_model_layout_matches_cpu(seeds, model, layout, ranks, options):
     import torchtitan  # noqa: F401  (installed by .ci/torchtitan: a missing one fails here, it does not skip)
 
