@@ -46,8 +46,11 @@ def product_modules() -> dict[str, Path]:
 
 
 def imported_names(module: str, path: Path) -> list[str]:
-    """Absolute dotted names each import statement of the file reaches (a name imported from a
-    package may be a submodule, so `from a import b` yields both `a` and `a.b`)."""
+    """Absolute dotted names each import statement of the file reaches: `import a.b` reaches `a.b`;
+    `from a import b` reaches `a.b`, which is the submodule `a.b` when there is one and else a
+    name of the package `a` (so a module importing a name from its own parent package depends on
+    that package's `__init__`, as Python runs it). A product module started as a program
+    (`[sys.executable, "-m", "torch_neuronx.plan", ...]`) is reached too: the process runs it."""
     names: list[str] = []
     is_package = path.name == "__init__.py"
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -60,9 +63,20 @@ def imported_names(module: str, path: Path) -> list[str]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            names.append(target)
-            names.extend(f"{target}.{alias.name}" for alias in node.names)
+            names.extend(f"{target}.{alias.name}" if alias.name != "*" else target for alias in node.names)
+        elif isinstance(node, (ast.List, ast.Tuple)):
+            names.extend(started_modules(node.elts))
     return names
+
+
+def started_modules(items: list[ast.expr]) -> list[str]:
+    """Product modules a command line runs: the string after a "-m" item of a list or tuple."""
+    out = []
+    for flag, name in zip(items, items[1:]):
+        if (isinstance(flag, ast.Constant) and flag.value == "-m" and isinstance(name, ast.Constant)
+                and isinstance(name.value, str) and name.value.split(".")[0] in PACKAGES):
+            out.append(name.value)
+    return out
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -76,9 +90,7 @@ def import_graph() -> dict[str, set[str]]:
             while parts and ".".join(parts) not in known:
                 parts.pop()
             target = ".".join(parts)
-            if target and target != module and not module.startswith(target + "."):
-                # A module importing its own parent package is Python's normal import of a
-                # submodule, not a dependency on the package's contents.
+            if target and target != module:
                 graph[module].add(target)
     return graph
 

@@ -147,7 +147,7 @@ def test_an_undocumented_module_is_internal():
     """The check itself: a module nobody documents is not public; a documented one is."""
     text, scripts = user_facing_text(), (ROOT / "pyproject.toml").read_text()
     assert why_public("torch_neuronx.estimate.no_such_helper", text, scripts) is None
-    assert why_public("torch_neuronx.estimate.calibrate", text, scripts) == "documented path"
+    assert why_public("torch_neuronx.plan.calibrate", text, scripts) == "documented path"
     assert why_public("torch_neuronx.tools.ls", text, scripts) == "console script"
     assert why_public("torch_neuronx.estimate.hardware", text, scripts) == "__all__"
     assert why_public("torch_neuronx.tools.api.registry", text, scripts) == "README row"

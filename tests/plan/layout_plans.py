@@ -10,7 +10,7 @@ import sys
 import torch
 
 from torch_neuronx.plan.models import make_layout, plan_generate, plan_train
-from torch_neuronx.plan.models._config import load_config
+from torch_neuronx.plan.models._load_config import load_config
 
 
 def main(spec_path: str, out_path: str) -> None:

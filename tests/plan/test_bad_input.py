@@ -52,7 +52,7 @@ def test_enable_after_the_first_allocation_refuses():
 def test_bad_environment_values_name_the_variable(monkeypatch):
     monkeypatch.setenv("TORCH_NEURONX_DRY_RUN", "yes")
     with pytest.raises(env.NeuronEnvironmentError, match="TORCH_NEURONX_DRY_RUN='yes' must be 1"):
-        plan._config.requested()
+        plan._dry_run_env.requested()
     monkeypatch.setenv("TORCH_NEURONX_DRY_RUN_LARGE_BYTES", "lots")
     with pytest.raises(env.NeuronEnvironmentError, match="TORCH_NEURONX_DRY_RUN_LARGE_BYTES"):
         plan.dry_run().__enter__()

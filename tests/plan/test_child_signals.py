@@ -138,12 +138,12 @@ def test_a_planner_killed_outright_takes_its_script_with_it(tmp_path):
 
 
 def test_a_child_past_its_timeout_is_killed_with_what_it_started(tmp_path):
-    from torch_neuronx.plan import _child as child
+    from torch_neuronx.plan import _child as child, _command as command
 
     script, state = tmp_path / "waits.py", tmp_path / "state.json"
     script.write_text(SCRIPT)
     started = time.monotonic()
-    env = child.environment(child.dry_run_settings(None, None, str(tmp_path / "r.json"), None))
+    env = command.child_environment(report=str(tmp_path / "r.json"))
     result = child.run(["run", "--quiet", "--", str(script), str(state), "forever"], env, timeout=1.0, capture=True)
     assert result.timed_out and result.returncode == -signal.SIGKILL
     assert time.monotonic() - started < DEADLINE_S
@@ -152,13 +152,13 @@ def test_a_child_past_its_timeout_is_killed_with_what_it_started(tmp_path):
 
 
 def test_captured_output_keeps_the_tail_of_each_stream(tmp_path):
-    from torch_neuronx.plan import _child as child
+    from torch_neuronx.plan import _child as child, _command as command
 
     script = tmp_path / "talks.py"
     script.write_text("import sys\nfor i in range(100):\n    print(f'out {i}')\nprint('the last word', file=sys.stderr)\n"
                       "sys.exit(3)\n")
     seen = []
-    env = child.environment(child.dry_run_settings(None, None, str(tmp_path / "r.json"), None))
+    env = command.child_environment(report=str(tmp_path / "r.json"))
     result = child.run(["run", "--quiet", "--", str(script)], env, capture=True, on_line=seen.append)
     assert result.returncode == 3 and not result.timed_out
     assert result.stdout_tail[-1] == "out 99\n" and len(result.stdout_tail) == child.TAIL_LINES
@@ -180,7 +180,7 @@ def test_is_child_is_read_once_and_not_inherited():
 
 
 def test_a_plan_child_has_a_fixed_hash_seed_unless_the_user_set_one():
-    from torch_neuronx.plan import _child as child
+    from torch_neuronx.plan import _command as command
 
-    assert child.environment({}, base={})["PYTHONHASHSEED"] == "0"
-    assert child.environment({}, base={"PYTHONHASHSEED": "7"})["PYTHONHASHSEED"] == "7"
+    assert command.child_environment(base={})["PYTHONHASHSEED"] == "0"
+    assert command.child_environment(base={"PYTHONHASHSEED": "7"})["PYTHONHASHSEED"] == "7"

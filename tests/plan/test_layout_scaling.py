@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from torch_neuronx.plan.models._config import load_config
+from torch_neuronx.plan.models._load_config import load_config
 
 SEQ = 256
 # 8 heads and 8 KV heads: TP 1, 2, 4 and 8 all split them

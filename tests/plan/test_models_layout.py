@@ -6,7 +6,7 @@ import json
 import pytest
 
 from torch_neuronx.plan.__main__ import main as plan_main
-from torch_neuronx.plan.models._config import ConfigError, load_config
+from torch_neuronx.plan.models._load_config import ConfigError, load_config
 from torch_neuronx.plan.models._layout import LayoutError, check_batch, check_model, make_layout
 
 

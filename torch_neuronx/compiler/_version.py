@@ -24,7 +24,7 @@ def backend_files() -> list[str]:
 @functools.cache
 def backend_version() -> str:
     """sha256 over the package version, compiler sources and the C++ core."""
-    from .. import __version__
+    from .._version import __version__
 
     digest = hashlib.sha256(f"torch_neuronx {__version__}\n".encode())
     for path in backend_files():

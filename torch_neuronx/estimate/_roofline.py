@@ -10,7 +10,7 @@ stretch planned with other efficiencies takes
 
 with a = old matmul_efficiency / new and b = old hbm_efficiency / new, `fixed` being what neither
 moves (launches, collectives). This is the cost model itself, where rescaling a category's total
-is not (a kernel near the ridge changes bound). The calibration (calibrate.py) fits with it.
+is not (a kernel near the ridge changes bound). The calibration (plan/calibrate.py) fits with it.
 """
 from __future__ import annotations
 

@@ -64,7 +64,7 @@ def install() -> None:
     if torch.distributed.is_available():
         from . import collectives
 
-        collectives.install()  # the neuron process group's integer sums through fp32
+        collectives.install(mode)  # the neuron process group's integer sums through fp32
     from . import cpp_filter
     from .dispatch_mode import NumericsMode
 

@@ -22,11 +22,12 @@ _SUMS = frozenset((dist.ReduceOp.RedOpType.SUM, dist.ReduceOp.RedOpType.AVG,
                    dist.ReduceOp.RedOpType.PREMUL_SUM))
 
 
-def _current_mode() -> str:
-    from .. import numerics
+_mode_of: list = []   # the numerics mode in force (the package's `mode`, given to install())
 
+
+def _current_mode() -> str:
     try:
-        return numerics.mode()
+        return _mode_of[0]() if _mode_of else "host"
     except _config.NeuronEnvironmentError:
         return "host"
 
@@ -72,6 +73,8 @@ def _widen(value):
     return [_widen(v) for v in value]
 
 
-def install() -> None:
-    """Make the neuron process group run its sum-reductions through prepare()."""
+def install(mode_of) -> None:
+    """Make the neuron process group run its sum-reductions through prepare(); `mode_of()` is the
+    numerics mode in force, read at each collective (the package holds the settings)."""
+    _mode_of[:] = [mode_of]
     hooks.set_collective_numerics(prepare)

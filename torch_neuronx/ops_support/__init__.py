@@ -183,7 +183,7 @@ def classify_call(func, args, kwargs, out=None) -> Row:
 def markdown() -> str:
     from .doc import render
 
-    return render()
+    return render(ROWS, DEFAULTS, SOURCES, PAGE_URL, RELEASE)
 
 
 __all__ = ["CPU_FALLBACK", "DEFAULTS", "N", "PAGE_URL", "RELEASE", "ROWS", "Row", "SOURCES", "STATUSES", "Y",

@@ -1,7 +1,6 @@
 """docs/op-support.md, rendered from table.json (tests/tools/test_ops_support.py keeps them in sync)."""
 from __future__ import annotations
 
-from . import DEFAULTS, PAGE_URL, RELEASE, ROWS, SOURCES, Row
 
 _MEANING = {
     "Y": "runs on the Neuron device",
@@ -14,16 +13,17 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _source(row: Row) -> str:
+def _source(row) -> str:
     return f"[{row.source}]({row.source_url})" if row.source_url else "assumed"
 
 
-def _row_line(ops: str, dtypes: str, row: Row) -> str:
+def _row_line(ops: str, dtypes: str, row) -> str:
     return (f"| {ops} | {dtypes} | {row.status} | {_source(row)} | {row.confidence} | "
             f"{_cell(row.note)} | {_cell(row.advice)} |")
 
 
-def render() -> str:
+def render(ROWS, DEFAULTS, SOURCES, PAGE_URL: str, RELEASE: str) -> str:  # noqa: N803 - the package's names
+    """The page from the package's table (passed in: this module is the package's, not a user of it)."""
     lines = [
         "# Op support (TorchNeuron's classification)",
         "",

@@ -9,7 +9,7 @@ Neuron tensors keep their shapes, dtypes, strides and devices and the caching al
 their bytes (and raises its torch.OutOfMemoryError) exactly as in a real run, while no host memory
 backs them and large ops compute only shapes. See docs/plan.md.
 
-Layout: _config.py (environment), _mode.py (the shape-only dispatch mode), _syncs.py (host reads),
+Layout: _dry_run_env.py (its environment variables), _mode.py (the shape-only dispatch mode), _syncs.py (host reads),
 _memory.py (per-core peak and breakdown), _steps.py (the step clock), _session.py (DryRun: the one
 session, with named regions), _report.py (JSON, markdown, trace), _run.py (`plan run`), _child.py
 (child processes), __main__.py (the subcommand table); distributed/ and models/ add multi-rank
@@ -21,7 +21,7 @@ import atexit
 import os
 import sys
 
-from . import _config as config
+from . import _dry_run_env as config
 from ._mode import DryRunError
 from ._session import DryRun, active
 

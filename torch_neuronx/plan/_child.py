@@ -4,7 +4,8 @@ The neuron runtime reads the instance type, the LNC and TORCH_NEURONX_DRY_RUN on
 so a plan that needs other settings than this process has runs in a new process started here:
 `plan run`'s script, each rank of a distributed plan, each row of a sweep, a `train`/`generate`
 started outside its instance. The child is the same command line a user types, with the settings
-in its environment; `is_child()` tells the command it is that process and must not start another.
+in its environment (built by _command.py's `child_environment`, applied by `environment` here);
+`is_child()` tells the command it is that process and must not start another.
 
 Signals: the child starts in a session of its own, so a Ctrl-C at the terminal reaches this
 process only, and this process forwards SIGINT, SIGTERM and SIGHUP to the child's process group
@@ -97,20 +98,6 @@ def bind_to_parent() -> None:
 def command(argv: list[str]) -> list[str]:
     """The planner's own command line: `python -m torch_neuronx.plan ARGV`."""
     return [sys.executable, "-m", "torch_neuronx.plan", *argv]
-
-
-def dry_run_settings(instance: str | None, lnc: int | None, report: str, trace: str | None) -> dict:
-    """The environment settings of a dry-run child (`plan run`'s script, a rank): the dry run, where it
-    writes its report and trace, and the instance and LNC when given (else this process's)."""
-    from ..runtime import env as rt_env
-    from . import _config as config
-
-    settings = {config.DRY_RUN: "1", config.REPORT: report, config.TRACE: trace or None}
-    if instance:
-        settings[rt_env.INSTANCE_TYPE] = instance
-    if lnc:
-        settings[rt_env.LOGICAL_NC_CONFIG] = str(lnc)
-    return settings
 
 
 # ---- signals: forwarded to the running children, handled here once they end ----------------------

@@ -1,7 +1,7 @@
 """`python -m torch_neuronx.plan run [options] -- script.py args...`: one dry run of a script.
 
-The script runs in a child process (_child.py: this command again, with TORCH_NEURONX_DRY_RUN=1 in
-its environment, since phantom memory must be chosen before the first neuron allocation and the
+The script runs in a child process (this command again, started with _command.py's child
+environment: TORCH_NEURONX_DRY_RUN=1, since phantom memory must be chosen before the first neuron allocation and the
 instance's HBM per core at startup); the child writes the JSON report at exit, and this process
 prints its markdown.
 """
@@ -13,7 +13,7 @@ import os
 import sys
 import tempfile
 
-from . import _child as child, _notes as notes, _progress as progress
+from . import _child as child, _command as command, _notes as notes, _progress as progress
 from .distributed import _launch as launch
 
 
@@ -24,20 +24,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", dest="json_out", default=None, metavar="OUT.json", help="write the report as JSON")
     p.add_argument("--trace", default=None, metavar="OUT.json", help="write the estimated device timeline "
                    "(Chrome/Perfetto trace)")
-    from .models._cli import add_view_arguments   # --html, --quiet, -v (every plan command)
-
-    add_view_arguments(p)
+    command.add_view_arguments(p)   # --html, --quiet, -v (every plan command)
     p.add_argument("script", nargs=argparse.REMAINDER, help="-- script.py args...")
     launch.add_arguments(p)   # --nproc-per-node, --nnodes, --all-ranks, ... (plan/distributed/_launch.py)
 
 
 def run_script(script: list[str], *, instance: str | None = None, lnc: int | None = None,
-               trace: str | None = None, extra_env: dict | None = None) -> tuple[int, dict | None]:
-    """Dry-run `script` (path and arguments) in a child; (exit status, report dict or None)."""
+               trace: str | None = None, view: tuple[bool, bool] | None = None) -> tuple[int, dict | None]:
+    """Dry-run `script` (path and arguments) in a child; (exit status, report dict or None).
+    `view`: (quiet, verbose) of the child, which shows the progress and collects the notes."""
     with tempfile.TemporaryDirectory(prefix="neuron-plan-") as tmp:
         report = os.path.join(tmp, "report.json")
-        settings = {**child.dry_run_settings(instance, lnc, report, trace), **(extra_env or {})}
-        rc = child.run(["run", "--", *script], child.environment(settings)).returncode
+        env = command.child_environment(instance=instance, lnc=lnc, report=report, trace=trace, view=view)
+        rc = child.run(["run", "--", *script], env).returncode
         if not os.path.exists(report):
             return rc, None
         with open(report) as f:
@@ -52,9 +51,9 @@ def run_here(argv: list[str]) -> int:
     says where and why, which is the answer the user asked for."""
     import runpy
 
-    import torch
+    import torch   # this process runs `python -m torch_neuronx.plan`: the package and its registration
+    #                (which enters the dry run) loaded before this module
 
-    import torch_neuronx  # noqa: F401 - registration enters the dry run
     from . import active
 
     if active() is None:
@@ -102,19 +101,11 @@ def main(args: argparse.Namespace) -> int:
     if child.is_child():   # the process plan run (or its rank launcher) started for the script
         return run_here(script)
     # the child shows the progress and collects the warnings (it runs the script): tell it how
-    view = {progress.QUIET_ENV: "1" if args.quiet else "0", notes.VERBOSE_ENV: "1" if args.verbose else "0"}
+    view = (args.quiet, args.verbose)
     if launch.requested(args):   # one process per rank role, merged (plan/distributed/_launch.py)
-        return launch.main(args, script, extra_env=view)
-    rc, report = run_script(script, instance=args.instance, lnc=args.lnc, trace=args.trace, extra_env=view)
+        return launch.main(args, script, view=view)
+    rc, report = run_script(script, instance=args.instance, lnc=args.lnc, trace=args.trace, view=view)
     if report is None:
         print(f"plan run: the script exited with status {rc} before a report was written", file=sys.stderr)
         return rc or 1
-    if args.json_out:
-        with open(args.json_out, "w") as f:
-            json.dump(report, f, indent=1)
-    if args.html:
-        from ._html_report import write as write_html
-
-        write_html(report, args.html)
-    print(markdown(report))
-    return rc
+    return command.finish(report, markdown(report), json_out=args.json_out, html=args.html, status=rc)

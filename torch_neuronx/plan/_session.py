@@ -34,7 +34,7 @@ class DryRun:
     def __init__(self, instance: str | None = None, lnc: int | None = None, *,
                  assumptions: dict | None = None) -> None:
         from ..estimate import estimate
-        from . import _config as config
+        from . import _dry_run_env as config
 
         self.large_bytes = config.large_bytes()   # settings first: a bad value changes nothing
         self.estimate = estimate(instance, lnc, assumptions=assumptions)

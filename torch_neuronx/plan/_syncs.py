@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 
 from .._user_site import user_site  # the user's line of a host sync or an error
-from . import _config as config
+from . import _dry_run_env as config
 from ._errors import DryRunError
 
 _KINDS = {"aten::_local_scalar_dense": "item", "aten::_to_copy": "to_host", "aten::copy_": "to_host"}

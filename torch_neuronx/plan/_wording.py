@@ -6,6 +6,11 @@ from __future__ import annotations
 from ..runtime.units import markdown_table, number, plural, seconds, size  # noqa: F401  (the one formatter, re-exported)
 
 
+def figure(value, unit: str = "", scale: float = 1.0, digits: int = 4) -> str:
+    """A report's figure: `value` x `scale` to `digits` significant digits, then `unit`; "-" for none."""
+    return "-" if value is None else f"{number(value * scale, digits)}{unit}"
+
+
 def overridden_assumptions(assumptions) -> dict:
     """The cost model's assumptions that differ from their documented defaults (estimate/_assumptions.py)."""
     from dataclasses import fields
@@ -20,7 +25,7 @@ def overridden_settings() -> dict:
     """Dry-run settings taken from the environment instead of their defaults."""
     import os
 
-    from . import _config as config
+    from . import _dry_run_env as config
 
     out = {}
     for name in (config.LARGE_BYTES, config.MAX_SYNCS_PER_SITE):

@@ -55,7 +55,7 @@ def denoiser(pipe):
 
 
 def run_spec(spec: Spec, workdir: str, compile: bool = True) -> dict:
-    import torch_neuronx
+    from ...compiler import get_dynamo_metrics, reset_dynamo_metrics
 
     rec = {"name": spec.name, "pipeline": spec.pipeline, "kind": spec.kind, "tp_plan": spec.tp_plan,
            "status": "pass", "stage": None, "error": None}
@@ -79,7 +79,7 @@ def run_spec(spec: Spec, workdir: str, compile: bool = True) -> dict:
             if compile:
                 stage = "neuron-compile"
                 torch._dynamo.reset()
-                torch_neuronx.reset_dynamo_metrics()
+                reset_dynamo_metrics()
                 model = denoiser(pipe)
                 if getattr(model, "_repeated_blocks", None):
                     model.compile_repeated_blocks(backend="neuron", fullgraph=True, dynamic=False)
@@ -92,11 +92,11 @@ def run_spec(spec: Spec, workdir: str, compile: bool = True) -> dict:
                 t1 = time.perf_counter()
                 out = _run(pipe, spec, "neuron")
                 rec["compile_first_call_s"] = round(time.perf_counter() - t1, 2)
-                m1 = torch_neuronx.get_dynamo_metrics()
+                m1 = get_dynamo_metrics()
                 t1 = time.perf_counter()
                 out2 = _run(pipe, spec, "neuron")
                 rec["compile_second_call_s"] = round(time.perf_counter() - t1, 2)
-                m2 = torch_neuronx.get_dynamo_metrics()
+                m2 = get_dynamo_metrics()
                 rec["graphs_compiled"] = m1["graphs_compiled"]
                 rec["recompilations"] = m1["recompilations"]
                 rec["cache_hits"] = m1.get("cache_hits_memory", 0) + m1.get("cache_hits_disk", 0)

@@ -13,9 +13,9 @@ would give it, and merges their reports (_merge.py); each report has a "distribu
 """
 from __future__ import annotations
 
-from ._switch import DRY_RUN, dry_run, dry_run_quiet
+from .._dry_run_env import requested_or_off
 
-__all__ = ["DRY_RUN", "dry_run", "install", "install_if_dry_run", "create_process_group", "group_factory"]
+__all__ = ["install", "install_if_dry_run", "create_process_group", "group_factory"]
 
 
 def install() -> None:
@@ -28,14 +28,14 @@ def install() -> None:
 
 def install_if_dry_run() -> None:
     """At startup (torch_neuronx/_registration.py), when the process is a dry run: install()."""
-    if dry_run_quiet():   # a bad value installs nothing here; plan.install warns about it
+    if requested_or_off():   # a bad value installs nothing here; plan.install warns about it
         install()
 
 
 def group_factory(store, rank: int, size: int, timeout):
     """The group factory registered with torch_neuronx.distributed.hooks: in a dry run (the switch
     is read at each new group) the fake group of the full world size, else None (the real group)."""
-    if not dry_run_quiet():
+    if not requested_or_off():
         return None
     return create_process_group(store, rank, size, timeout)
 

@@ -17,9 +17,8 @@ import sys
 import tempfile
 import time
 
-from .. import _child as child, _config as config
+from .. import _child as child, _command as command, _dry_run_env as dry_run_env
 from . import _merge as merge, _roles as roles
-from ._switch import DRY_RUN
 
 MASTER_PORT = 29500
 
@@ -99,13 +98,12 @@ def check_layout(nproc_per_node: int, nnodes: int, environ=os.environ) -> int:
     return world
 
 
-def rank_environment(rank: int, nproc_per_node: int, nnodes: int, instance: str, base=os.environ) -> dict:
-    """What torchrun's agent sets for `rank` (torch.distributed.elastic.agent), plus the dry-run switch."""
+def torchrun_environment(rank: int, nproc_per_node: int, nnodes: int, base=os.environ) -> dict:
+    """`base` with what torchrun's agent sets for `rank` (torch.distributed.elastic.agent); the
+    dry run's own settings come from the planner's one child environment (_command.py)."""
     world = nproc_per_node * nnodes
     env = dict(base)
     env.update({
-        DRY_RUN: "1",
-        "TORCH_NEURONX_INSTANCE_TYPE": instance,
         "RANK": str(rank), "LOCAL_RANK": str(rank % nproc_per_node), "WORLD_SIZE": str(world),
         "LOCAL_WORLD_SIZE": str(nproc_per_node), "GROUP_RANK": str(rank // nproc_per_node),
         "GROUP_WORLD_SIZE": str(nnodes), "ROLE_RANK": str(rank), "ROLE_WORLD_SIZE": str(world),
@@ -125,7 +123,7 @@ class _Rank:
 
     def __init__(self, rank: int, argv: list[str], env: dict, echo: bool) -> None:
         self.rank = rank
-        self.report_path = env[config.REPORT]
+        self.report_path = env[dry_run_env.REPORT]
         self.proc = child.Child(["run", "--", *argv], env, capture=True, merge=True,
                                 on_line=self._echo if echo else None)
 
@@ -146,7 +144,7 @@ def _trace_path(trace: str | None, rank: int) -> str | None:
 
 def run_ranks(argv: list[str], ranks: list[int], *, nproc_per_node: int, nnodes: int, instance: str,
               lnc: int | None = None, trace: str | None = None, parallel: int = 1,
-              echo_rank: int | None = 0, extra_env: dict | None = None) -> dict[int, dict]:
+              echo_rank: int | None = 0, view: tuple[bool, bool] | None = None) -> dict[int, dict]:
     """Start `ranks` (at most `parallel` at a time); return their reports by rank."""
     if parallel < 1:
         raise LaunchError(f"--parallel {parallel}: must be at least 1")
@@ -157,9 +155,9 @@ def run_ranks(argv: list[str], ranks: list[int], *, nproc_per_node: int, nnodes:
         while pending or running:
             while pending and len(running) < parallel and not failures:
                 r = pending.pop(0)
-                settings = {**child.dry_run_settings(instance, lnc, os.path.join(workdir, f"rank{r}.json"),
-                                                     _trace_path(trace, r)), **(extra_env or {})}
-                env = child.environment(settings, base=rank_environment(r, nproc_per_node, nnodes, instance))
+                env = command.child_environment(instance=instance, lnc=lnc, report=os.path.join(workdir, f"rank{r}.json"),
+                                                trace=_trace_path(trace, r), view=view,
+                                                base=torchrun_environment(r, nproc_per_node, nnodes))
                 running.append(_Rank(r, argv, env, echo=(r == echo_rank)))
             if failures:
                 pending.clear()
@@ -181,7 +179,7 @@ def run_ranks(argv: list[str], ranks: list[int], *, nproc_per_node: int, nnodes:
     return reports
 
 
-def run(args: argparse.Namespace, argv: list[str], extra_env: dict | None = None) -> dict:
+def run(args: argparse.Namespace, argv: list[str], view: tuple[bool, bool] | None = None) -> dict:
     """Validate the layout, run the rank roles, merge: the merged report (also written to --json).
     `args` is `plan run`'s (its layout flags and --instance, --lnc, --trace, --json)."""
     if not argv:
@@ -196,7 +194,7 @@ def run(args: argparse.Namespace, argv: list[str], extra_env: dict | None = None
     except ValueError as err:
         raise LaunchError(str(err)) from None
     reports = run_ranks(argv, ranks, nproc_per_node=nproc, nnodes=nnodes, instance=instance,
-                        lnc=args.lnc, trace=args.trace, parallel=args.parallel, extra_env=extra_env)
+                        lnc=args.lnc, trace=args.trace, parallel=args.parallel, view=view)
     merged = merge.merge(reports, world_size=world, nnodes=nnodes, nproc_per_node=nproc, pp=pp)
     if args.json_out:
         with open(args.json_out, "w") as f:
@@ -219,12 +217,12 @@ def _or(value, default):
     return default if value is None else value
 
 
-def main(args: argparse.Namespace, argv: list[str], extra_env: dict | None = None) -> int:
+def main(args: argparse.Namespace, argv: list[str], view: tuple[bool, bool] | None = None) -> int:
     """`plan run` with layout flags: the merged markdown, then rank 0's own report."""
     from .._report import markdown as rank_markdown
 
     try:
-        merged = run(args, argv, extra_env)
+        merged = run(args, argv, view)
     except LaunchError as err:
         print(f"plan run: {err}", file=sys.stderr)
         return 1 if "exited with code" in str(err) else 2

@@ -2,7 +2,7 @@
 
 CPU tensors always do, and neuron tensors in a dry run on real device memory. With phantom device
 memory (TORCH_NEURONX_DRY_RUN=1 from the start of the process) a neuron storage smaller than the
-dry run's large-op threshold (plan/_config.py `large_bytes`) is real too: the dry-run mode writes
+dry run's large-op threshold (plan/_dry_run_env.py `large_bytes`) is real too: the dry-run mode writes
 such tensors itself. Larger ones must never be written, so that no host page backs them.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ def backed(t: torch.Tensor) -> bool:
     if t.device.type != "neuron":
         return True
     from ... import _C
-    from .. import _config as config
+    from .. import _dry_run_env as config
 
     phantom = getattr(_C, "_allocator_phantom", None)   # absent from a core built before dry runs
     return phantom is None or not phantom() or storage_bytes(t) < config.large_bytes()

@@ -10,7 +10,7 @@ import contextlib
 
 import torch
 
-from ._config import causal_lm_class
+from ._load_config import causal_lm_class
 
 
 @contextlib.contextmanager

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from .._wording import deployed_layout_lines, plural
+from .._wording import deployed_layout_lines, figure as fmt, plural
 
 MODES = ("deployed", "eager")
 
@@ -44,7 +44,7 @@ def _title(report: dict) -> str:
             f"tokens, on-device sampling; {how}; {depth})")
 
 
-def _rows(report: dict, fmt) -> list[tuple[str, str]]:
+def _rows(report: dict) -> list[tuple[str, str]]:
     rows = [("TTFT", fmt(report["ttft_ms"], " ms")), ("per output token (TPOT)", fmt(report["tpot_ms"], " ms")),
             ("output tokens/s (one TP group)", fmt(report["output_tokens_per_s"])),
             (f"output tokens/s ({plural(report['replicas'], 'replica')})", fmt(report["output_tokens_per_s_all_replicas"]))]
@@ -73,20 +73,16 @@ def eager_flag_error(args) -> str | None:
     return None
 
 
-def run_deployed(args, prog: str, prepare, finish, fail, fmt) -> int:
-    """Plan the deployed mode (`args`: options.GenerateOptions, its flags checked already)."""
-    layout, config = prepare(args, prog)
+def plan_deployed_report(args, layout, config) -> tuple[dict, str, list[tuple[str, str]]]:
+    """Plan the deployed mode (`args`: options.GenerateOptions, its flags checked already) in this
+    process, whose runtime is the plan's: (report, title, rows of the markdown)."""
     import torch
 
     from ._deployed import plan_deployed
-    from ._layout import LayoutError
 
-    try:
-        report = plan_deployed(config, layout, batch=args.batch, concurrency=args.concurrency,
-                               input_tokens=args.input_tokens, output_tokens=args.output_tokens,
-                               dtype=getattr(torch, args.dtype), prefill_chunk_size=args.prefill_chunk_size,
-                               max_model_len=args.max_model_len, buckets=args.buckets, full_depth=args.full_depth,
-                               sequence_parallel=args.sequence_parallel)
-    except (LayoutError, ValueError) as err:
-        fail(prog, str(err))
-    return finish(report, args, _title(report), _rows(report, fmt))
+    report = plan_deployed(config, layout, batch=args.batch, concurrency=args.concurrency,
+                           input_tokens=args.input_tokens, output_tokens=args.output_tokens,
+                           dtype=getattr(torch, args.dtype), prefill_chunk_size=args.prefill_chunk_size,
+                           max_model_len=args.max_model_len, buckets=args.buckets, full_depth=args.full_depth,
+                           sequence_parallel=args.sequence_parallel)
+    return report, _title(report), _rows(report)

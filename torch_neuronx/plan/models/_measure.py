@@ -16,11 +16,11 @@ class Region:
     wrapper, one step clock. Planned for real (--real) there is no session: the region times alone."""
 
     def __init__(self, layout, name: str = "plan"):
-        import torch_neuronx
+        from ...estimate import estimate
         from .._session import active
 
         self.capacity = self.capacity_bytes(layout)   # checks the runtime first
-        self.est = torch_neuronx.estimate(layout.instance, layout.lnc, include_fake=True)
+        self.est = estimate(layout.instance, layout.lnc, include_fake=True)
         self.name = name
         self.session = active()
         self.oom: str | None = None

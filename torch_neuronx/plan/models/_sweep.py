@@ -2,9 +2,9 @@
 
 Every combination of the lists (instance, LNC, TP, CP, FSDP, micro-batch, sequence length, gradient
 checkpointing) is checked first; a layout that cannot work gets its reason in the row and costs
-nothing. Each possible one runs `python -m torch_neuronx.plan train` in its own process (plan/_child.py),
-started with the row's instance, LNC and dry run in its environment (the runtime reads them when
-it starts).
+nothing. Each possible one runs `python -m torch_neuronx.plan train` in its own process, started with
+the row's instance, LNC and dry run in its environment (plan/_command.py `child_environment`: the
+runtime reads them when it starts).
 """
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ import json
 import os
 import tempfile
 
-from .. import _child as child, _progress as progress
-from ._cli import _fail, add_view_arguments, plan_settings
+from .. import _child as child, _command as command, _progress as progress
 from ._layout import LayoutError, check_batch, check_model, make_layout
 
 
@@ -48,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="plan every row in this process (cheaper; all rows must share one instance and LNC)")
     p.add_argument("--row-timeout", type=float, default=900.0, help="seconds per layout")
     p.add_argument("--json", help="write the rows here")
-    add_view_arguments(p)   # --html (one sortable row per layout), --quiet, -v
+    command.add_view_arguments(p)   # --html (one sortable row per layout), --quiet, -v
 
 
 def layouts(args, config):
@@ -100,7 +99,8 @@ def _run_row(args, settings, layout) -> dict:
             cmd.append("--gradient-checkpointing")
         if args.real:
             cmd.append("--real")
-        env = child.environment(plan_settings(layout.instance, layout.lnc, args.real, out))
+        env = command.child_environment(instance=layout.instance, lnc=layout.lnc, dry_run=not args.real,
+                                        report=command.report_beside(out), one_process=True)
         result = child.run(cmd, env, timeout=args.row_timeout, capture=True)
         if result.timed_out:
             return {"error": f"plan did not finish in --row-timeout {args.row_timeout:g} s"}
@@ -141,26 +141,20 @@ KEEP = ("dp", "fits", "peak_hbm_bytes_per_core", "hbm_capacity_bytes_per_core", 
 
 def main(args) -> int:
     """`python -m torch_neuronx.plan sweep`; `args` are its options (options.SweepOptions)."""
-    from ._config import ConfigError, load_config
+    from ._load_config import ConfigError, load_config
 
     prog = "python -m torch_neuronx.plan sweep"
     try:
         config = load_config(args.config)
     except ConfigError as err:
-        _fail(prog, str(err))
-    if not args.real:
-        from ._cli import dry_run_core
+        command.fail(prog, str(err))
+    if not args.real and args.in_process:
+        from .. import DryRunError, enable
 
-        if dry_run_core() is None:
-            _fail(prog, "this build has no dry-run core (torch_neuronx.plan); pass --real to plan small "
-                        "configs for real")
-        if args.in_process:
-            from .. import DryRunError, enable
-
-            try:
-                enable()   # phantom memory needs this before the first neuron allocation
-            except DryRunError as err:
-                _fail(prog, f"--in-process: {err}")
+        try:
+            enable()   # phantom memory needs this before the first neuron allocation
+        except DryRunError as err:
+            command.fail(prog, f"--in-process: {err}")
     rows = []
     todo = list(layouts(args, config))
     progress.start("sweep", quiet=args.quiet)
@@ -182,14 +176,4 @@ def main(args) -> int:
                 progress.stage(f"planning layouts ({planned} done)", total=possible, unit="layout")
             progress.update(planned)
         rows.append(row)
-    progress.stage("writing the report")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
-    if args.html:
-        from .._html_report import write as write_html
-
-        write_html(rows, args.html)
-    progress.finish()
-    print(table(rows))
-    return 0
+    return command.finish(rows, table(rows), json_out=args.json, html=args.html)

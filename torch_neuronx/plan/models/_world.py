@@ -28,9 +28,9 @@ def fake_world(world_size: int, rank: int = 0):
         return
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    from ..distributed._switch import dry_run
+    from .._dry_run_env import requested as dry_run_requested
 
-    if dry_run():
+    if dry_run_requested():
         # the "neuron" backend builds the dry run's group (plan/distributed): collectives estimated
         dist.init_process_group(backend="neuron", store=FakeStore(), rank=rank, world_size=world_size)
     else:

@@ -1,10 +1,10 @@
 """How far to trust the plans: published Trainium results against the planner's figure for the same layout.
 
-    python -m torch_neuronx.estimate.calibrate                 # the table, from the cached plans
-    python -m torch_neuronx.estimate.calibrate --plan-missing  # plan the rows not cached yet
-    python -m torch_neuronx.estimate.calibrate --recompute     # re-plan every row (slow: full size)
-    python -m torch_neuronx.estimate.calibrate --rows ID,ID --json out.json
-    python -m torch_neuronx.estimate.calibrate --exclude 'REGEX'      # leave matching row ids out
+    python -m torch_neuronx.plan.calibrate                 # the table, from the cached plans
+    python -m torch_neuronx.plan.calibrate --plan-missing  # plan the rows not cached yet
+    python -m torch_neuronx.plan.calibrate --recompute     # re-plan every row (slow: full size)
+    python -m torch_neuronx.plan.calibrate --rows ID,ID --json out.json
+    python -m torch_neuronx.plan.calibrate --exclude 'REGEX'      # leave matching row ids out
 
 Rows (calibration/published.csv) are public results with their source and release; model
 architectures (calibration/models.json) are the models' public config.json figures. Each distinct
@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..runtime.units import markdown_table, seconds
-from ._collectives import REDUCING
+from ..estimate._collectives import REDUCING
 
 HERE = Path(__file__).resolve().parent / "calibration"
 ROWS = HERE / "published.csv"
@@ -231,7 +231,7 @@ def _predict(o: Observed, defaults, values: dict):
     reduction_launch_s."""
     import numpy as np
 
-    from ._roofline import seconds_at
+    from ..estimate._roofline import seconds_at
 
     value = {n: np.asarray(values.get(n, getattr(defaults, n)), dtype=float) for n in (*EFFICIENCIES, LATENCY)}
     scale = [getattr(defaults, n) / value[n] for n in EFFICIENCIES]
@@ -262,7 +262,7 @@ def _informs(o: Observed, name: str) -> bool:
     """Does the row's planned time depend on constant `name`?"""
     if name == LATENCY:
         return o.collectives > 0 and o.seconds > 0
-    from ._assumptions import DEFAULTS
+    from ..estimate._assumptions import DEFAULTS
 
     return abs(predicted(o, DEFAULTS, {name: getattr(DEFAULTS, name) * 0.9}) - o.ratio) > 1e-9 * o.ratio
 
@@ -346,7 +346,7 @@ def best_within(observed: list[Observed], defaults) -> tuple[float, dict]:
 def _phase(row: Row, report: dict) -> tuple[dict | None, int, float, tuple | None]:
     """(time by category, reducing collectives, seconds, roofline terms) of the part of the plan the
     row's metric measures: the CTE graph for TTFT, the TKG graph for TPOT, the step for training."""
-    from ._roofline import parse
+    from ..estimate._roofline import parse
 
     graph = {"ttft_ms": "context_encoding", "tpot_ms": "token_generation"}.get(row.metric)
     part = (report.get("graphs") or {}).get(graph) or report
@@ -363,7 +363,7 @@ def load_cache(path: Path = CACHE) -> dict:
 
 
 def build(rows: list[Row], cache: dict) -> dict:
-    from ._assumptions import DEFAULTS
+    from ..estimate._assumptions import DEFAULTS
 
     table, usable = [], []
     for row in rows:
@@ -442,12 +442,12 @@ def markdown(result: dict) -> str:
                      + "): the bound for the goal on these rows.")
     lines.append("\nTo plan with the fitted constants: " + assumptions_setting(result))
     lines.append(f"\n{result['rows_compared']} of {result['rows_total']} rows compared; sources and releases: "
-                 "torch_neuronx/estimate/calibration/published.csv, docs/calibration.md.")
+                 "torch_neuronx/plan/calibration/published.csv, docs/calibration.md.")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m torch_neuronx.estimate.calibrate", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m torch_neuronx.plan.calibrate", description=__doc__.split("\n")[0])
     ap.add_argument("--plan-missing", action="store_true", help="plan the layouts not in the cache (full size: minutes each)")
     ap.add_argument("--recompute", action="store_true", help="re-plan every layout, replacing the cache")
     ap.add_argument("--rows", help="comma-separated row ids (default: all)")

@@ -39,6 +39,14 @@ def requested() -> bool:
     raise env.NeuronEnvironmentError(f"{DRY_RUN}={env.quote(raw)} must be 1 (dry run) or 0/unset (real run).")
 
 
+def requested_or_off() -> bool:
+    """As requested(), but False for a bad value: registration must not fail (plan.install warns)."""
+    try:
+        return requested()
+    except env.NeuronEnvironmentError:
+        return False
+
+
 def large_bytes() -> int:
     if env.get(LARGE_BYTES) == "0":
         return 0              # every op shape-only (the exactness tests)

@@ -8,7 +8,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from torch_neuronx.estimate import calibrate
+from torch_neuronx.plan import calibrate
 from torch_neuronx.estimate._assumptions import DEFAULTS
 from torch_neuronx.estimate._roofline import parse, seconds_at
 
