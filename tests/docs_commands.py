@@ -15,8 +15,9 @@ in torch_neuronx/, every `pip install` extra is in pyproject.toml. `tests/test_d
 on any that is not; `python -m tests.docs_commands --write` regenerates tests/documented-commands.md,
 the table of every command with the tests that run its target (the test checks that table is current).
 
-A bare `NAME.py` that is not in the repository (`train.py`, `script.py`) is the user's own script, and
-`<...>`, `[...]` and `...` are placeholders the reader fills in.
+A bare `NAME.py` that is not in the repository (`train.py`, `script.py`) is the user's own script,
+`<...>`, `[...]` and `...` are placeholders the reader fills in, and a `benchmarks/` script runs on
+demand, not in a test (its timings need a quiet machine: benchmarks/README.md); its options are checked.
 """
 from __future__ import annotations
 
@@ -222,7 +223,7 @@ def _program(programs, kind, name, argv, args):
             break
         leading.append(w)
     # TorchTitan's --module/--config choose the config whose fields are the options
-    selectors = [w for i, w in enumerate(own) for w in ([w] if _selects(own, i) else [])]
+    selectors = [w for i, w in enumerate(own) if kind == "script" and _selects(own, i)]
     if kind in ("script",) and not (REPO / name).exists() and "/" not in name:
         kind = "user script"
     programs.append(Program(kind, name, [*argv, *leading, *selectors, "--help"], _flags(own), own))
@@ -257,6 +258,29 @@ def help_text(argv: tuple[str, ...]) -> tuple[int, str]:
     p = subprocess.run([sys.executable, *argv], cwd=REPO, env=env, capture_output=True, text=True,
                        timeout=HELP_TIMEOUT_S)
     return p.returncode, p.stdout + p.stderr
+
+
+_MISSING: dict[str, str] = {}   # program -> the package its --help could not import
+
+
+def _program_key(argv) -> str:
+    return argv[1] if argv[0] == "-m" else argv[0]
+
+
+def prefetch_help(argvs) -> None:
+    """Every `--help` of `argvs`, two at a time (each is a fresh interpreter that imports torch): first one
+    per program, then the others of the programs whose first could import what it needs."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    by_program: dict[str, list[tuple[str, ...]]] = {}
+    for argv in sorted(set(map(tuple, argvs))):
+        by_program.setdefault(_program_key(argv), []).append(argv)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        firsts = dict(zip(by_program, pool.map(help_text, [argvs[0] for argvs in by_program.values()])))
+        _MISSING.update({program: dep for program, (_, out) in firsts.items()
+                         for dep in [missing_dependency(out)] if dep})
+        list(pool.map(help_text, [argv for program, argvs in by_program.items() if program not in _MISSING
+                                  for argv in argvs[1:]]))
 
 
 def missing_dependency(output: str) -> str | None:
@@ -302,8 +326,10 @@ def problems(reading: Reading) -> list[str]:
                 if m and (spec.startswith((".", "-e")) or "torch-neuronx" in spec):
                     found += [f"pip extra [{e}]: not in pyproject.toml" for e in m.group(1).split(",") if e not in extras()]
         if p.help_argv and p.flags:
+            if p.kind == "user script" or _lacks_dependency(p):
+                continue
             code, out = help_text(tuple(p.help_argv))
-            if missing_dependency(out) or p.kind == "user script":
+            if missing_dependency(out):
                 continue
             if code != 0 or not FLAG.search(out):
                 found.append(f"{p.name} --help failed (exit {code}): {out.strip()[-400:]}")
@@ -320,15 +346,15 @@ def _module_exists(name: str) -> bool:
         return False
 
 
+def _lacks_dependency(p: Program) -> str | None:
+    """The package this program's --help could not import (once known for a program, not asked again)."""
+    return _MISSING.get(_program_key(p.help_argv)) or missing_dependency(help_text(tuple(p.help_argv))[1])
+
+
 def unchecked(reading: Reading) -> list[str]:
     """Packages whose absence kept a program's --flags from being checked here."""
-    needs = []
-    for p in reading.programs:
-        if p.help_argv and p.flags and p.kind != "user script":
-            dep = missing_dependency(help_text(tuple(p.help_argv))[1])
-            if dep:
-                needs.append(dep)
-    return needs
+    return [dep for p in reading.programs if p.help_argv and p.flags and p.kind != "user script"
+            for dep in [_lacks_dependency(p)] if dep]
 
 
 # ---- how each is run --------------------------------------------------------------------------------
@@ -339,6 +365,7 @@ def _runner_texts() -> tuple[tuple[str, str], ...]:
                  if f.is_file() and f.name != "docs_commands.py" and f.name != "test_docs_commands.py")
 
 
+@functools.cache
 def runners(name: str) -> list[str]:
     """The test files and CI scripts that start this program (name its script, or its module as `-m`)."""
     if name.endswith(".py"):   # a script: its path or file name
@@ -371,14 +398,23 @@ def how_checked(reading: Reading, comment: str = "") -> str:
             continue
         if p.kind == "launcher":
             continue
+        if _benchmark(p):
+            parts.append(f"`{p.name}`: a benchmark, run on demand on a quiet machine (benchmarks/README.md)")
+            continue
         found = runners(p.name)
         parts.append(f"`{p.name}` run by " + ", ".join(found[:3]) + (f" (+{len(found) - 3})" if len(found) > 3 else "")
                      if found else f"`{p.name}`: NOT RUN BY ANY TEST")
     return "; ".join(parts) or "shell setup"
 
 
+def _benchmark(program: Program) -> bool:
+    """A benchmark runs on demand: its timings need a quiet machine, and it never asserts (benchmarks/README.md)."""
+    return program.kind == "script" and program.name.startswith("benchmarks/")
+
+
 def covered(reading: Reading) -> bool:
-    return not any(p.kind in ("script", "module", "console", "ci") and not runners(p.name) for p in reading.programs)
+    return not any(p.kind in ("script", "module", "console", "ci") and not _benchmark(p) and not runners(p.name)
+                   for p in reading.programs)
 
 
 def all_commands() -> list[Command]:
@@ -389,7 +425,8 @@ def table(cmds: list[Command] | None = None) -> str:
     rows = ["# Documented commands and how each is checked", "",
             "Generated by `python -m tests.docs_commands --write` from the shell blocks of README.md and docs/*.md;",
             "`tests/test_docs_commands.py` fails when it is out of date, when a command names a script, module,",
-            "option or TORCH_NEURONX_* variable that does not exist, and when no test runs a command's program.",
+            "option or TORCH_NEURONX_* variable that does not exist, and when no test runs a command's program",
+            "(benchmarks run on demand: benchmarks/README.md).",
             "Every command's script or module and `--flags` are checked against the program's own `--help`",
             "(TorchTitan's where torchtitan is installed: `.ci/torchtitan-smoke` runs this test too).", "",
             "| doc | command | how it is checked |", "|---|---|---|"]

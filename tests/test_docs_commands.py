@@ -6,7 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -16,10 +15,7 @@ from tests import docs_commands as dc
 @pytest.fixture(scope="module")
 def readings():
     readings = [dc.read(c) for c in dc.all_commands()]
-    # each program's --help once, two at a time (each is a fresh interpreter importing torch)
-    argvs = {tuple(p.help_argv) for r in readings for p in r.programs if p.help_argv and p.flags}
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        list(pool.map(dc.help_text, argvs))
+    dc.prefetch_help(p.help_argv for r in readings for p in r.programs if p.help_argv and p.flags)
     return readings
 
 
