@@ -150,11 +150,11 @@ MODELS = {
 LARGE = {"qwen3_moe"}
 TP, EP, PP = ("--parallelism.tensor-parallel-degree", "--parallelism.expert-parallel-degree",
               "--parallelism.pipeline-parallel-degree")
-# Every CI run (.ci/torchtitan-smoke, marker `torchtitan_ci`) trains each documented model in the smallest
-# layout that exercises its parallelism: FSDP 2 for the dense ones, EP 2 x FSDP 2 for the MoE ones.
+# Every CI run (.ci/torchtitan-smoke, marker `torchtitan_ci`) trains Qwen3, Qwen3 MoE, DeepSeek-V3 and GPT-OSS
+# in the smallest layout that exercises its parallelism: FSDP 2 for the dense one, EP 2 x FSDP 2 for the MoE ones.
 CI = pytest.mark.torchtitan_ci
 LAYOUTS = [  # (model, name, ranks, options); FSDP shards whatever the other degrees leave of the ranks
-    pytest.param("llama3", "fsdp2", 2, [], marks=CI),
+    ("llama3", "fsdp2", 2, []),  # not in every CI run: Qwen3's FSDP 2 takes the same dense path
     pytest.param("qwen3", "fsdp2", 2, [], marks=CI),
     ("qwen3", "tp2_fsdp2", 4, [TP, "2"]),  # Qwen3's dense debug model ties its embedding to the output:
     ("qwen3_moe", "pp2", 2, [PP, "2"]),    # TorchTitan refuses PP with a tie; its MoE debug model has none
