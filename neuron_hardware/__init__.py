@@ -9,7 +9,7 @@ Every figure names its entry in `docs/hardware-sources.md` (section C unless sta
 the per-logical-core view (LNC=2 pairs two physical cores) is `logical_core_view(instance, lnc)`, the one
 derivation every user above reads.
 Nothing here is an assumption: assumptions of the cost model live in
-`torch_neuronx/estimate/_assumptions.py`, named and overridable.
+`torch_neuronx/estimate/assumptions.py`, named and overridable.
 
 Public (``__all__``): ``CHIPS``, ``ChipSpec``, ``chip(name)``; ``INSTANCES``, ``InstanceSpec``,
 ``instance(name)``, ``DEFAULT_INSTANCE_TYPE``; ``pcie_bytes_per_s``; ``logical_core_view(instance,

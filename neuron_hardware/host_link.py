@@ -8,7 +8,7 @@ width of a chip's host link. What is public is PCIe itself: the per-lane transfe
 encoding of each generation (PCI-SIG specifications, https://pcisig.com/specifications:
 PCIe 4.0 16 GT/s, 5.0 32 GT/s, both 128b/130b; 6.0 64 GT/s PAM4 with 256-byte FLITs carrying
 242 bytes of payload and protection, taken here as the usable fraction). Which generation and
-width a chip's host link has is a cost-model assumption (torch_neuronx/estimate/_assumptions.py,
+width a chip's host link has is a cost-model assumption (torch_neuronx/estimate/assumptions.py,
 `host_link_bytes_per_s`), built from these figures.
 """
 from __future__ import annotations

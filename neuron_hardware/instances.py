@@ -19,10 +19,6 @@ class InstanceSpec:
     neuronlink_bytes_per_s: float  # per chip, inside the instance
     efa_bytes_per_s: float         # per instance, to other instances (0: no EFA figure)
 
-    @property
-    def chip_name(self) -> str:
-        return self.chip.name
-
 
 Gbps = 1e9 / 8
 

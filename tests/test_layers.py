@@ -1,8 +1,11 @@
 """The product's imports respect the layer order written in docs/architecture.md.
 
 Every `import` and `from ... import` of torch_neuronx, nki and neuron_hardware is read with `ast`
-(lazy imports inside functions included). A module may import its own layer or a lower one; files
-must not import each other in a cycle, nor may the sub-packages of one layer.
+(lazy imports inside functions included, and product modules a command line starts with `-m`). A
+module may import its own layer or a lower one; files must not import each other in a cycle, nor
+may the sub-packages of one layer; and what a package takes from another package (a row of the
+layer table) is that package's public API: never a module whose name starts with `_` (README.md,
+"What is public": the modules behind a package's `__init__` are internal).
 
 KNOWN_VIOLATIONS lists the imports against the order that the code still has: each is to be
 replaced by a hook the lower layer offers and the higher one registers into. The test fails on any
@@ -79,19 +82,29 @@ def started_modules(items: list[ast.expr]) -> list[str]:
     return out
 
 
+def known_modules() -> set[str]:
+    return set(product_modules()) | set(EXTENSION_MODULES)
+
+
+def imported_modules(module: str, path: Path, known: set[str]) -> set[str]:
+    """The product modules the file imports: each name it reaches as the longest known module
+    (`torch_neuronx.__version__` is the package `torch_neuronx`)."""
+    targets = set()
+    for name in imported_names(module, path):
+        parts = name.split(".")
+        while parts and ".".join(parts) not in known:
+            parts.pop()
+        if parts and ".".join(parts) != module:
+            targets.add(".".join(parts))
+    return targets
+
+
 def import_graph() -> dict[str, set[str]]:
-    """{module: modules of the product it imports}, each target the longest known module name."""
-    modules = product_modules()
-    known = set(modules) | set(EXTENSION_MODULES)
+    """{module: modules of the product it imports}."""
+    known = known_modules()
     graph: dict[str, set[str]] = defaultdict(set)
-    for module, path in modules.items():
-        for name in imported_names(module, path):
-            parts = name.split(".")
-            while parts and ".".join(parts) not in known:
-                parts.pop()
-            target = ".".join(parts)
-            if target and target != module:
-                graph[module].add(target)
+    for module, path in product_modules().items():
+        graph[module] |= imported_modules(module, path, known)
     return graph
 
 
@@ -157,8 +170,29 @@ def upward_imports(graph, table) -> set[tuple[str, str]]:
             if layer_of(target, table) > layer_of(module, table)}
 
 
+def private_imports(graph, table) -> set[tuple[str, str]]:
+    """(importer, imported) where the imported module belongs to another package of the layer table
+    and a part of its name below that package starts with `_` (`torch_neuronx.estimate._graphs`)."""
+    found = set()
+    for module, targets in graph.items():
+        for target in targets:
+            package = package_of(target, table)
+            below = target[len(package):].split(".")
+            if package != package_of(module, table) and any(part.startswith("_") for part in below if part):
+                found.add((module, target))
+    return found
+
+
 # Imports against the order that the code still has (importer, imported).
 KNOWN_VIOLATIONS: set[tuple[str, str]] = set()
+# Private modules of other packages still imported: the entry layer's registration installs each
+# package's hooks at startup (docs/architecture.md "Hooks"). The list only shrinks.
+KNOWN_PRIVATE_IMPORTS: set[tuple[str, str]] = {
+    ("torch_neuronx._registration", "torch_neuronx.compat._numerics_sweep"),
+    ("torch_neuronx._registration", "torch_neuronx.compiler._default_backend"),
+    ("torch_neuronx._registration", "torch_neuronx.estimate._graphs"),
+    ("torch_neuronx._registration", "torch_neuronx.runtime._exit_guard"),
+}
 KNOWN_FILE_CYCLES: list[list[str]] = []
 KNOWN_PACKAGE_CYCLES: list[list[str]] = []
 
@@ -169,16 +203,26 @@ def test_layer_table_covers_every_module():
         layer_of(module, table)
 
 
+def assert_only_known(found: set, known: set, known_name: str, problem: str, line) -> None:
+    """No (importer, imported) pair beyond the `known` ones, and none of those gone (the list only shrinks)."""
+    new, gone = sorted(found - known), sorted(known - found)
+    assert not new, f"{problem}:\n  " + "\n  ".join(line(a, b) for a, b in new)
+    assert not gone, f"no longer imported: remove from {known_name}:\n  " + "\n  ".join(map(str, gone))
+
+
 def test_no_new_upward_import():
     table = layer_table()
-    upward = upward_imports(import_graph(), table)
-    new = sorted(upward - KNOWN_VIOLATIONS)
-    gone = sorted(KNOWN_VIOLATIONS - upward)
-    assert not new, ("imports against the layer order of docs/architecture.md (a lower layer must offer a "
-                     "hook that the higher one registers into):\n  "
-                     + "\n  ".join(f"{a} (layer {layer_of(a, table)}) imports {b} (layer {layer_of(b, table)})"
-                                   for a, b in new))
-    assert not gone, "no longer imported upward: remove from KNOWN_VIOLATIONS:\n  " + "\n  ".join(map(str, gone))
+    assert_only_known(upward_imports(import_graph(), table), KNOWN_VIOLATIONS, "KNOWN_VIOLATIONS",
+                      "imports against the layer order of docs/architecture.md (a lower layer must offer a "
+                      "hook that the higher one registers into)",
+                      lambda a, b: f"{a} (layer {layer_of(a, table)}) imports {b} (layer {layer_of(b, table)})")
+
+
+def test_no_new_private_import():
+    assert_only_known(private_imports(import_graph(), layer_table()), KNOWN_PRIVATE_IMPORTS, "KNOWN_PRIVATE_IMPORTS",
+                      "imports of another package's internal module (make what is needed public in that "
+                      "package's `__all__` and import it from the package, or move the code)",
+                      lambda a, b: f"{a} imports {b}")
 
 
 def test_no_new_file_cycle():
@@ -222,3 +266,32 @@ def test_an_upward_import_is_caught(tmp_path, source, expected):
 def test_a_cycle_is_caught():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+@pytest.mark.parametrize("source, module, caught", [
+    ("from ..estimate._graphs import observe\n", "torch_neuronx.plan.probe", True),        # another package's internals
+    ("from ..estimate import collectives\n", "torch_neuronx.plan.probe", False),           # its public module
+    ("from . import _child\n", "torch_neuronx.plan.probe", False),                         # its own package's
+    ("from .. import plan\n", "torch_neuronx.runtime.probe", False),                       # a name of the parent package
+    ("import subprocess, sys\nsubprocess.run([sys.executable, '-m', 'torch_neuronx.plan._run'])\n",
+     "torch_neuronx.estimate.probe", True),                                               # a child process's module
+])
+def test_a_private_import_is_caught(tmp_path, source, module, caught):
+    """The checker itself: a planted import of another package's `_module`, by `import` or by
+    starting it with `python -m`, is a private import; public modules and one's own are not."""
+    table = layer_table()
+    fake = tmp_path / "probe.py"
+    fake.write_text(source)
+    graph = {module: imported_modules(module, fake, known_modules())}
+    assert bool(private_imports(graph, table)) == caught
+
+
+def test_a_parent_package_import_is_seen(tmp_path):
+    """A name imported from a parent package is a dependency on that package's `__init__`: an
+    upward one when the parent is a higher layer (`from torch_neuronx import __version__` in the
+    compiler reaches the entry layer)."""
+    fake = tmp_path / "probe.py"
+    fake.write_text("from .. import __version__\nfrom . import hooks\n")
+    graph = {"torch_neuronx.compiler.probe": imported_modules("torch_neuronx.compiler.probe", fake, known_modules())}
+    assert graph["torch_neuronx.compiler.probe"] == {"torch_neuronx", "torch_neuronx.compiler.hooks"}
+    assert upward_imports(graph, layer_table()) == {("torch_neuronx.compiler.probe", "torch_neuronx")}

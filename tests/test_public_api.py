@@ -151,3 +151,28 @@ def test_an_undocumented_module_is_internal():
     assert why_public("torch_neuronx.tools.ls", text, scripts) == "console script"
     assert why_public("torch_neuronx.estimate.hardware", text, scripts) == "__all__"
     assert why_public("torch_neuronx.tools.api.registry", text, scripts) == "README row"
+
+
+def names_taken_from_other_packages() -> list[tuple[str, str, str]]:
+    """(importer, package, name) for each `from <package> import <name>` of the product where the
+    package states its API (PACKAGES) and is a row of the layer table (docs/architecture.md) other
+    than the importer's own, and the name is not one of the package's modules."""
+    from tests.test_layers import imported_names, known_modules, layer_table, package_of, product_modules
+
+    table, known, taken = layer_table(), known_modules(), []
+    for module, path in product_modules().items():
+        for name in imported_names(module, path):
+            package, _, attr = name.rpartition(".")
+            if package in PACKAGES and package in table and package != package_of(module, table) and name not in known:
+                taken.append((module, package, attr))
+    return taken
+
+
+def test_what_a_package_takes_from_another_is_public_there():
+    """A name one package imports from another package is in that package's `__all__` (README.md:
+    the modules and names behind `__init__` are internal)."""
+    hidden = sorted({(m, p, n) for m, p, n in names_taken_from_other_packages()
+                     if n not in (getattr(importlib.import_module(p), "__all__", None) or [])})
+    assert not hidden, ("names imported from another package that are not in its `__all__` (add them there, "
+                        "with README's row, or move the code):\n  "
+                        + "\n  ".join(f"{m} imports {n} from {p}" for m, p, n in hidden))

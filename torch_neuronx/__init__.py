@@ -26,10 +26,10 @@ def _autoload() -> None:
 _autoload()
 
 from ._registration import registration_error  # noqa: E402
-from .compiler._metrics import get_dynamo_metrics, reset_dynamo_metrics  # noqa: E402
+from .compiler import get_dynamo_metrics, reset_dynamo_metrics  # noqa: E402
 from .nki_integration import nki_op, wrap_nki  # noqa: E402  (cheap: heavy parts load on use)
 from .numerics import numerics_report  # noqa: E402  (TORCH_NEURONX_NUMERICS=check: where Trainium would differ)
-from .runtime._host import host_info  # noqa: E402  (the host CPU and how its bf16/fp16 matmuls run)
+from .runtime import host_info  # noqa: E402  (the host CPU and how its bf16/fp16 matmuls run)
 from .tools.op_tracking import clear_op_tracking, get_executed_ops, get_fallback_ops  # noqa: E402
 
 

@@ -121,7 +121,7 @@ def _dry_run_group(store, rank: int, size: int, timeout):
 
 def _cost_collectives(cls: type) -> None:
     """Each collective of the group class `cls` on neuron tensors is costed inside torch_neuronx.estimate()."""
-    from .estimate._collectives import observe_process_group
+    from .estimate.collectives import observe_process_group
 
     observe_process_group(cls)
 

@@ -1,7 +1,6 @@
 """Validation helpers shared by nki.isa and nki.language: buffer placement, partitions, shapes."""
 from __future__ import annotations
 
-import numbers
 
 from .._core.tensor import NkiTensor
 from ..errors import raise_error
@@ -13,10 +12,6 @@ def tensor(x, instr: str, operand: str):
     if not isinstance(x, NkiTensor):
         raise TypeError(f"{instr}: operand '{operand}' must be an NKI tensor, got {type(x).__name__}")
     return x
-
-
-def is_scalar(x) -> bool:
-    return isinstance(x, numbers.Number)
 
 
 def buffer_in(x, allowed, instr: str, operand: str, why: str = "") -> None:

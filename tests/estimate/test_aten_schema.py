@@ -1,8 +1,8 @@
-"""The ATen schema and storage helpers (estimate/_aten.py) that the cost model, the dry-run planner
+"""The ATen schema and storage helpers (estimate/aten_schema.py) that the cost model, the dry-run planner
 and the numerics emulation share, on real ops and tensors."""
 import torch
 
-from torch_neuronx.estimate import _aten as helpers
+from torch_neuronx.estimate import aten_schema as helpers
 
 aten = torch.ops.aten
 

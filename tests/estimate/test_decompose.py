@@ -76,7 +76,7 @@ def test_unmodelled_op_raises_under_strict_and_env(monkeypatch):
 
     monkeypatch.setattr(formulas, "_warned", set())   # other tests see the op's first warning
     x = torch.randn(8, 4, device="neuron")   # _pdist_forward: a Core ATen op (on the device) with no model
-    with pytest.raises(UnmodelledOpError, match=r"no cost model for aten\._pdist_forward.*register_flops"):
+    with pytest.raises(UnmodelledOpError, match=r"no cost model for aten\._pdist_forward.*register_cost"):
         with torch_neuronx.estimate(strict=True):
             torch.ops.aten._pdist_forward(x, 2.0)
     monkeypatch.setenv("TORCH_NEURONX_ESTIMATE_STRICT", "1")

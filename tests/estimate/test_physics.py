@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from torch_neuronx.estimate import hardware, op_estimate
-from torch_neuronx.estimate._collectives import collective_estimate
+from torch_neuronx.estimate.collectives import collective_estimate
 
 aten = torch.ops.aten
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import neuron_hardware
-from torch_neuronx.estimate._assumptions import DEFAULTS
+from torch_neuronx.estimate.assumptions import DEFAULTS
 
 CONFIG = dict(vocab_size=32768, hidden_size=16384, intermediate_size=53248, num_hidden_layers=1,
               num_attention_heads=128, num_key_value_heads=8, head_dim=128,

@@ -10,7 +10,7 @@ from torch.profiler import ProfilerActivity, profile
 
 import torch_neuronx
 import torch_neuronx.estimate as estimate_pkg
-from torch_neuronx.estimate import _collectives as collectives_mod
+from torch_neuronx.estimate import collectives as collectives_mod
 from torch_neuronx.estimate import _mode as mode_mod
 from torch_neuronx.estimate import _ops as ops_mod
 from torch_neuronx.estimate import recorders

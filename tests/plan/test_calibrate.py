@@ -9,8 +9,8 @@ from urllib.parse import urlparse
 import pytest
 
 from torch_neuronx.plan import calibrate
-from torch_neuronx.estimate._assumptions import DEFAULTS
-from torch_neuronx.estimate._roofline import parse, seconds_at
+from torch_neuronx.estimate.assumptions import DEFAULTS
+from torch_neuronx.estimate.roofline import parse, seconds_at
 
 
 def test_rows_cite_sources_and_known_models():
@@ -27,7 +27,7 @@ def test_rows_cite_sources_and_known_models():
 
 
 def _terms(counts: dict, fixed: float = 0.0):
-    """Roofline terms (estimate/_roofline.py) from {(matmul, fill, latency, other, memory): count}."""
+    """Roofline terms (estimate/roofline.py) from {(matmul, fill, latency, other, memory): count}."""
     return parse({"terms": {",".join(repr(float(x)) for x in k): n for k, n in counts.items()}, "fixed_s": fixed})
 
 
@@ -138,7 +138,7 @@ def test_a_row_is_planned_by_the_planner_command(tmp_path):
     graphs = entry["report"]["graphs"]
     breakdown, count, seconds, roofline = calibrate._phase(ttft, entry["report"])
     assert breakdown == graphs["context_encoding"]["time_breakdown_s"]
-    from torch_neuronx.estimate._roofline import seconds_at
+    from torch_neuronx.estimate.roofline import seconds_at
     assert seconds_at(roofline, 1.0, 1.0) == pytest.approx(graphs["context_encoding"]["seconds"], rel=1e-9)
     assert count == graphs["context_encoding"]["collectives"]["all_reduce"]["count"] > 0   # the reducing ones
     assert seconds == pytest.approx(graphs["context_encoding"]["seconds"], rel=0.01)

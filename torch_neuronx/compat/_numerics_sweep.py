@@ -1,6 +1,6 @@
 """The compatibility sweep's tiny models, lent to the numerics sweep (`python -m torch_neuronx.numerics.sweep`).
 
-numerics (a lower layer) does not import the compatibility sweep: it offers `_sweep_models.set_model_runner`, and
+numerics (a lower layer) does not import the compatibility sweep: it offers `set_model_runner`, and
 `install()` here registers `run_model` at startup (torch_neuronx/_registration.py). The worker, and with it
 transformers, is imported only when a model runs.
 """
@@ -19,6 +19,6 @@ def run_model(arch: str, device: str = "neuron") -> None:
 
 
 def install() -> None:
-    from ..numerics import _sweep_models
+    from ..numerics import set_model_runner
 
-    _sweep_models.set_model_runner(run_model)
+    set_model_runner(run_model)

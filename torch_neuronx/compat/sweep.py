@@ -94,9 +94,9 @@ def _share_vec_isa_probe(env: dict) -> None:
     if "TORCHINDUCTOR_VEC_ISA_OK" in env:
         return
     try:
-        from ..compiler._vec_isa import all_advertised_valid
+        from ..compiler import vec_isa_ok
 
-        if all_advertised_valid():
+        if vec_isa_ok():
             env["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
     except Exception:  # noqa: BLE001 - an optimisation only: workers probe themselves
         pass

@@ -129,7 +129,7 @@ def _first_divergence(ref_tokens, tokens, ref_logits):
 def run_one(model_type: str, compile_static: bool = True) -> dict:
     import torch
 
-    from torch_neuronx.compiler import _metrics as metrics
+    from torch_neuronx import compiler as metrics
 
     torch._dynamo.reset()
     _stage_seconds.clear()

@@ -3,13 +3,26 @@
 Importing this package is cheap: Dynamo and Inductor are imported, and neuron
 registered with them, at the first compile. `neuron_backend` is the entry point
 of the `torch_dynamo_backends` group, so `torch.compile(m, backend="neuron")`
-resolves it without importing anything first.
+resolves it without importing anything first. `set_model_name`, `get_model_name` and `get_rank`
+name the artifacts under TORCH_NEURONX_DEBUG_DIR; `NeuronCompileError` is what a failed compile
+raises (fallback execution off); `vec_isa_ok()` says whether Inductor's vector ISAs all build here.
 """
 from __future__ import annotations
 
 from ._metrics import get_dynamo_metrics, reset_dynamo_metrics
+from ._options import get_model_name, get_rank, set_model_name
 
-__all__ = ["neuron_backend", "get_dynamo_metrics", "reset_dynamo_metrics", "register"]
+__all__ = ["NeuronCompileError", "get_dynamo_metrics", "get_model_name", "get_rank", "neuron_backend", "register",
+           "reset_dynamo_metrics", "set_model_name", "vec_isa_ok"]
+
+
+def __getattr__(name: str):
+    # loading the error's module loads the backend (Dynamo): only on use
+    if name == "NeuronCompileError":
+        from ._backend import NeuronCompileError
+
+        return NeuronCompileError
+    raise AttributeError(f"module 'torch_neuronx.compiler' has no attribute {name!r}")
 
 
 def neuron_backend(gm, example_inputs, **kwargs):
@@ -17,6 +30,14 @@ def neuron_backend(gm, example_inputs, **kwargs):
     from ._backend import compile_graph
 
     return compile_graph(gm, example_inputs, **kwargs)
+
+
+def vec_isa_ok() -> bool:
+    """Whether every vector ISA Inductor advertises on this host builds and loads (Inductor's own
+    probe, cached per process): a worker told so (TORCHINDUCTOR_VEC_ISA_OK) skips probing."""
+    from ._vec_isa import all_advertised_valid
+
+    return all_advertised_valid()
 
 
 def register() -> None:

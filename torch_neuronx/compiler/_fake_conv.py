@@ -82,7 +82,3 @@ def install() -> None:
     # The fake dispatch cache may hold conv results computed with the stock rule.
     FakeTensorMode.cache.clear()
     _installed = True
-
-
-def is_installed() -> bool:
-    return _installed

@@ -9,6 +9,8 @@ import sys
 import threading
 from collections import defaultdict
 
+from ..runtime.units import counts_since
+
 _lock = threading.Lock()
 
 
@@ -39,11 +41,6 @@ def _dynamo_graph_breaks() -> dict[str, int]:
         return {}
     counters = sys.modules["torch._dynamo.utils"].counters
     return {str(reason): int(n) for reason, n in counters["graph_break"].items()}
-
-
-def counts_since(now: dict[str, int], base: dict[str, int]) -> dict[str, int]:
-    """{key: count} gained from `base` to `now` (keys that gained nothing are left out)."""
-    return {k: n - base.get(k, 0) for k, n in now.items() if n > base.get(k, 0)}
 
 
 def _breaks_since_reset() -> dict[str, int]:

@@ -33,15 +33,6 @@ def symbolic_inputs(gm: torch.fx.GraphModule, example_inputs) -> list[str]:
     return found
 
 
-def graph_ops(gm: torch.fx.GraphModule) -> list[str]:
-    ops = []
-    for node in gm.graph.nodes:
-        if node.op in ("call_function", "call_method", "call_module"):
-            target = node.target
-            ops.append(getattr(target, "__name__", None) or str(target))
-    return ops
-
-
 _TARGET = re.compile(r"target:\s*([\w.:]+)")
 
 

@@ -5,14 +5,20 @@ which moves the bytes of neuron tensors with gloo, working on CPU views of the
 same host memory (no staging copies). The same group accepts CPU tensors, so
 object collectives and CPU-offloaded state work with `backend="neuron"` alone.
 
-Importing this package is cheap: the process-group module loads on first use.
+Importing this package is cheap: the process-group module loads on first use. `gather_pair`,
+`scatter_pair` (the size checks and flat views of gather/scatter transports) and
+`NeuronGroupIdentity` (what a neuron group reports about itself) serve every neuron group,
+the dry run's included.
 """
 from __future__ import annotations
 
+from ._flat import gather_pair, scatter_pair
+from ._identity import NeuronGroupIdentity
 from ._names import BACKEND_NAME
 from ._registration import register_backend
 
-__all__ = ["BACKEND_NAME", "ProcessGroupNeuron", "register_backend"]
+__all__ = ["BACKEND_NAME", "NeuronGroupIdentity", "ProcessGroupNeuron", "gather_pair", "register_backend",
+           "scatter_pair"]
 
 
 def __getattr__(name: str):

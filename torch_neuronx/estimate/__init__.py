@@ -18,27 +18,32 @@ Contract (stable; the profiler device track and the dry-run planner build on it)
     register_cost(ops, *, replace=False)(fn) ; Cost(flops=0, elements=0, bytes=None, category=None)
         The cost of a user's op (or a replacement for an ATen op's): fn(*args, out_val=None,
         **kwargs) -> Cost, checked as torch.utils.flop_counter checks its registry (_costs.py).
+        register_cost(ops, Engine(engine, category, passes)) gives an op an engine class instead,
+        register_cost(ops, decompose=True)(fn) a decomposition; the cost model's own entries are
+        registered the same way (_builtin_costs.py).
 
-Layout: hardware.py (per-logical-core view of `neuron_hardware`), _assumptions.py (named,
-overridable), _formulas.py (FLOPs, bytes, engines), _ops.py (per-op roofline), decompose.py (ops
+Layout: hardware.py (per-logical-core view of `neuron_hardware`), assumptions.py (named,
+overridable), _costs.py (the one cost registry) and _builtin_costs.py (its built-in entries),
+_formulas.py (FLOPs, bytes, engines), _ops.py (per-op roofline), _decompose.py (ops
 without a formula costed from their decomposition), _graphs.py (compiled
-graphs as fused programs), _collectives.py (c10d), _mode.py (the dispatch mode), recorders.py (the
-stack of active recorders each cost is delivered to), _report.py, _costs.py (costs users register),
-_aten.py (ATen schema and storage reading, shared with the planner and numerics). See docs/estimate.md.
+graphs as fused programs), collectives.py (c10d), _mode.py (the dispatch mode), recorders.py (the
+stack of active recorders each cost is delivered to), _report.py,
+aten_schema.py (ATen schema and storage reading, shared with the planner and numerics). See docs/estimate.md.
 """
 from __future__ import annotations
 
 import sys
 import types
 
+from . import assumptions, aten_schema, collectives, roofline
 from ._api import Estimate, estimate
-from ._costs import Cost, register_cost
-from ._formulas import UnmodelledOpError, register_flops
+from ._costs import Cost, Engine, register_cost
+from ._formulas import UnmodelledOpError
 from .hardware import Hardware, hardware
 from ._ops import OpEstimate, op_estimate
 
-__all__ = ["Cost", "Estimate", "Hardware", "OpEstimate", "UnmodelledOpError", "estimate", "hardware", "op_estimate",
-           "register_cost", "register_flops"]
+__all__ = ["Cost", "Engine", "Estimate", "Hardware", "OpEstimate", "UnmodelledOpError", "assumptions", "aten_schema",
+           "collectives", "estimate", "hardware", "op_estimate", "register_cost", "roofline"]
 
 
 class _CallableModule(types.ModuleType):

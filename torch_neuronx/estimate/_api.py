@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 
 from . import recorders
-from ..runtime._logical_core import resolve
+from ..runtime import resolve
 from ._eager import Fuser
 from ._ops import roofline_terms
 from .hardware import hardware_of
@@ -15,7 +15,7 @@ def _publish_flops(device: int, flops) -> None:
     """Estimated FLOPs executed, added to this process's stats page: neuron-top's
     TFLOPS figures (`F`) and neuron-monitor's "flops" come from it."""
     if flops:
-        from ..runtime._stats_page import add
+        from ..runtime.stats_page import add
 
         add(device, "estimated_flops", int(flops))
 
@@ -54,7 +54,7 @@ class Estimate(Report):
     """Context manager and result: `with torch_neuronx.estimate() as est: ...; est.summary()`.
 
     Eager ops are observed by a TorchDispatchMode (_mode.py), compiled graphs by the neuron
-    compile backend (_graphs.py), collectives by the neuron process group (_collectives.py).
+    compile backend (_graphs.py), collectives by the neuron process group (collectives.py).
     Per-module attribution uses torch.distributed._tools.mod_tracker.ModTracker.
     """
 

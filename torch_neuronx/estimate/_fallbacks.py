@@ -9,7 +9,7 @@ the result is copied back to the Neuron device". So instead of its device roofli
   + cpu_fallback_op_s + (inputs + outputs) / host_memory_bytes_per_s     the CPU op
   + bytes of its neuron outputs / host_link_bytes_per_s     host-to-device copies
 
-(all named assumptions, estimate/_assumptions.py; bytes as the device roofline counts them,
+(all named assumptions, estimate/assumptions.py; bytes as the device roofline counts them,
 broadcast dimensions once). An in-place op's output is its input: copied both ways. The device
 idles meanwhile: the next op is enqueued only when the host has the result.
 """

@@ -1,9 +1,9 @@
 """What an ATen op costs: FLOPs (PyTorch's flop_counter registry), bytes, engine, category.
 
 FLOPs come from `torch.utils.flop_counter`'s registry (mm, addmm, bmm, baddbmm, convolution,
-SDPA/flash/efficient attention forward and backward, _scaled_mm, ...), extended here, keyed the
-same way, for the CPU attention kernels the virtual core runs and the MoE grouped matmuls
-(`register_flops`). Ops without a FLOP formula are Vector/Scalar engine work by element count.
+SDPA/flash/efficient attention forward and backward, _scaled_mm, ...); the one cost registry
+(_costs.py, filled by _builtin_costs.py and users) adds formulas PyTorch lacks and the engine
+class of ops without a formula. Other ops are Vector-engine work by element count.
 """
 from __future__ import annotations
 
@@ -13,36 +13,7 @@ import torch
 from torch.utils import flop_counter
 from torch.utils._pytree import tree_flatten
 
-from . import _aten as aten_schema
-
-aten = torch.ops.aten
-
-_extra_flops: dict = {}
-
-
-def register_flops(*packets):
-    """Decorator: a FLOP formula `f(*args, out_val=None, **kwargs) -> int` for ATen op packets."""
-    def wrap(fn):
-        for p in packets:
-            _extra_flops[p] = fn
-        return fn
-    return wrap
-
-
-def _shape(t):
-    return tuple(t.shape)
-
-
-if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu"):
-    @register_flops(aten._scaled_dot_product_flash_attention_for_cpu)
-    def _sdpa_cpu(query, key, value, *args, out_val=None, **kwargs):
-        return flop_counter.sdpa_flop_count(_shape(query), _shape(key), _shape(value))
-
-    @register_flops(aten._scaled_dot_product_flash_attention_for_cpu_backward)
-    def _sdpa_cpu_bw(grad_out, query, key, value, *args, out_val=None, **kwargs):
-        return flop_counter.sdpa_backward_flop_count(_shape(grad_out), _shape(query), _shape(key),
-                                                     _shape(value))
-
+from . import aten_schema, _costs as costs
 
 def _covered(offs, extent: int) -> int:
     """How much of the grouped dimension the groups cover: offs[-1] (offs holds cumulative group
@@ -58,7 +29,7 @@ def _covered(offs, extent: int) -> int:
     return min(int(offs[-1]), extent)
 
 
-def _grouped_mm_flops(mat_a, mat_b, offs) -> int:
+def grouped_mm_flops(mat_a, mat_b, offs) -> int:
     """2 x sum over groups g of m_g x k_g x n_g, for the four operand layouts of _grouped_mm:
     2-D x 3-D (MoE forward, offs split the rows of mat_a), 3-D x 3-D (a batched mm, no offs),
     2-D x 2-D (the weight gradient, offs split K), 3-D x 2-D (offs split the columns of mat_b)."""
@@ -71,75 +42,14 @@ def _grouped_mm_flops(mat_a, mat_b, offs) -> int:
     return 2 * mat_a.shape[1] * mat_a.shape[2] * _covered(offs, mat_b.shape[1])
 
 
-# torch's flop_counter has no formula for the MoE expert matmuls (2.13 to 2.15)
-@register_flops(aten._grouped_mm)
-def _grouped_mm(mat_a, mat_b, offs=None, *args, out_val=None, **kwargs):
-    return _grouped_mm_flops(mat_a, mat_b, offs)
-
-
-@register_flops(aten._scaled_grouped_mm)
-def _scaled_grouped_mm(mat_a, mat_b, scale_a, scale_b, offs=None, *args, out_val=None, **kwargs):
-    return _grouped_mm_flops(mat_a, mat_b, offs)
-
-
 def flops(func, args, kwargs, out) -> int | None:
-    """FLOPs of one call, or None when PyTorch has no formula for the op."""
-    packet = func._overloadpacket
-    fn = _extra_flops.get(packet) or flop_counter.flop_registry.get(packet)
+    """FLOPs of one call by PyTorch's formula, or None when PyTorch has none for the op."""
+    fn = flop_counter.flop_registry.get(func._overloadpacket)
     if fn is None:
         return None
     return int(fn(*args, **(kwargs or {}), out_val=out))
 
 
-ATTENTION = {"_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_backward",
-             "_scaled_dot_product_efficient_attention", "_scaled_dot_product_efficient_attention_backward",
-             "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_cudnn_attention_backward",
-             "_flash_attention_forward", "_flash_attention_backward", "_efficient_attention_forward",
-             "_efficient_attention_backward", "_scaled_dot_product_flash_attention_for_cpu",
-             "_scaled_dot_product_flash_attention_for_cpu_backward", "flex_attention",
-             "flex_attention_backward"}
-# ScalarE (activation engine) work: transcendentals (docs/hardware-sources.md A6)
-SCALAR = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh", "sigmoid", "gelu", "silu",
-          "erf", "erfc", "softplus", "mish", "sin", "cos", "tan", "asin", "acos", "atan", "sqrt",
-          "rsqrt", "reciprocal", "pow", "gelu_backward", "silu_backward", "sigmoid_backward",
-          "tanh_backward", "elu", "selu", "logit", "_softmax", "_log_softmax", "_softmax_backward_data",
-          "_log_softmax_backward_data"}
-# Known vector-engine ops that have no pointwise/reduction tag: (category, passes over elements)
-VECTOR = {
-    "native_layer_norm": ("reduction", 3), "native_layer_norm_backward": ("reduction", 4),
-    "_fused_rms_norm": ("reduction", 3), "_fused_rms_norm_backward": ("reduction", 4),
-    "native_group_norm": ("reduction", 3), "native_group_norm_backward": ("reduction", 4),
-    "_native_batch_norm_legit": ("reduction", 3), "native_batch_norm_backward": ("reduction", 4),
-    "_softmax": ("reduction", 3), "_log_softmax": ("reduction", 3),
-    "_softmax_backward_data": ("reduction", 2), "_log_softmax_backward_data": ("reduction", 2),
-    "embedding": ("copy", 1), "embedding_dense_backward": ("copy", 1), "index_select": ("copy", 1),
-    "gather": ("copy", 1), "scatter": ("copy", 1), "scatter_add": ("elementwise", 1),
-    "index_add": ("elementwise", 1), "index_put": ("copy", 1), "index": ("copy", 1),
-    "index_copy": ("copy", 1),   # a static KV cache's update: a DMA of the new rows
-    "cat": ("copy", 1), "stack": ("copy", 1), "copy": ("copy", 1), "_to_copy": ("copy", 1),
-    "clone": ("copy", 1), "contiguous": ("copy", 1), "fill": ("copy", 1), "zero": ("copy", 1),
-    "constant_pad_nd": ("copy", 1), "masked_fill": ("elementwise", 1), "where": ("elementwise", 2),
-    "nll_loss_forward": ("reduction", 1), "nll_loss_backward": ("elementwise", 1),
-    "cumsum": ("reduction", 1), "topk": ("reduction", 2), "sort": ("reduction", 4),
-    "argmax": ("reduction", 1), "argmin": ("reduction", 1), "max": ("reduction", 1),
-    "min": ("reduction", 1), "triu": ("elementwise", 1), "tril": ("elementwise", 1),
-    "arange": ("copy", 1), "full": ("copy", 1), "scalar_tensor": ("copy", 1),
-    "bernoulli": ("elementwise", 1), "native_dropout": ("elementwise", 2),
-    "native_dropout_backward": ("elementwise", 2), "uniform": ("elementwise", 1),
-    "normal": ("elementwise", 1), "random": ("elementwise", 1), "rand": ("elementwise", 1),
-    "randn": ("elementwise", 1), "repeat": ("copy", 1), "roll": ("copy", 1), "flip": ("copy", 1),
-    "_unsafe_index": ("copy", 1), "select_backward": ("copy", 1), "slice_backward": ("copy", 1),
-    "nonzero": ("copy", 1), "ones_like": ("copy", 1), "zeros_like": ("copy", 1),
-    "full_like": ("copy", 1), "ones": ("copy", 1), "zeros": ("copy", 1), "rand_like": ("elementwise", 1),
-    "randn_like": ("elementwise", 1), "new_zeros": ("copy", 1), "new_ones": ("copy", 1),
-    "new_full": ("copy", 1), "lerp": ("elementwise", 2), "addcmul": ("elementwise", 2),
-    "addcdiv": ("elementwise", 2), "_foreach_add": ("elementwise", 2), "_foreach_mul": ("elementwise", 2),
-    "linalg_vector_norm": ("reduction", 1), "var_mean": ("reduction", 2), "var": ("reduction", 2),
-    "std": ("reduction", 2), "logsumexp": ("reduction", 2), "masked_scatter": ("copy", 1),
-    "native_dropout": ("elementwise", 2),
-    # FSDP2's copy-in/out of flat parameter and gradient buffers: data movement
-    "chunk_cat": ("copy", 1), "all_gather_copy_in": ("copy", 1), "split_with_sizes_copy": ("copy", 1),
-}
 # Indexed reads: only the gathered rows of the source (the first argument) move, not the table
 # (an embedding lookup reads batch x hidden, not vocab x hidden).
 GATHER = {"embedding", "index_select", "gather", "index", "_unsafe_index"}
@@ -164,11 +74,6 @@ def moved_bytes(func, ins, outs) -> int | None:
     return None
 
 
-# metadata-only ops: no device work at all
-FREE = {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "detach",
-        "lift_fresh", "alias", "_local_scalar_dense", "sym_size", "sym_stride", "sym_numel",
-        "set_", "resize_", "_has_compatible_shallow_copy_type", "is_same_size", "record_stream",
-        "_resize_output", "_unsafe_view", "_reshape_alias", "equal"}
 NO_DEVICE_NAMESPACES = {"c10d", "_c10d_functional", "_c10d_functional_autograd", "_dtensor", "prim",
                         "profiler", "_nested_tensor"}
 
@@ -178,8 +83,11 @@ def op_name(func) -> str:
 
 
 def is_view(func) -> bool:
-    """Free on the device: a view (estimate/_aten.py) or an op that only changes metadata (FREE)."""
-    return aten_schema.is_view(func) or func._overloadpacket.__name__ in FREE
+    """Free on the device: a view (estimate/aten_schema.py) or an op registered as metadata only."""
+    if aten_schema.is_view(func):
+        return True
+    found = costs.entry(func)
+    return isinstance(found, costs.Engine) and found.engine == "none"
 
 
 def tensors(tree):
@@ -196,23 +104,28 @@ def touched_bytes(t: torch.Tensor) -> int:
     return n * t.element_size()
 
 
+def _engine_class(found) -> costs.Engine | None:
+    return found if isinstance(found, costs.Engine) and found.engine != "none" else None
+
+
 def classify(func) -> tuple[str, str, int, bool]:
     """(category, engine, passes over the elements, modelled) of an op without a FLOP formula."""
-    name = func._overloadpacket.__name__.rstrip("_")
-    if name.startswith("_foreach_"):
-        # one elementwise op over every tensor of its lists (the optimizer's multi-tensor steps)
-        base = name[len("_foreach_"):]
-        engine = "scalar" if base in SCALAR else "vector"
-        return "elementwise", engine, VECTOR.get(base, ("elementwise", 1))[1], True
-    if name in VECTOR:
-        category, passes = VECTOR[name]
-        engine = "scalar" if name in SCALAR else ("dma" if category == "copy" else "vector")
-        return category, engine, passes, True
+    short = func._overloadpacket.__name__.rstrip("_")
+    if short.startswith("_foreach_"):
+        # one elementwise op over every tensor of its lists (the optimizer's multi-tensor steps),
+        # on the engine of the op it applies, as many passes
+        namespace = func._overloadpacket._qualified_op_name.split("::")[0]
+        base = _engine_class(costs.entry_named(f"{namespace}::{short[len('_foreach_'):]}"))
+        return ("elementwise", "scalar" if base and base.engine == "scalar" else "vector",
+                base.passes if base else 1, True)
+    found = _engine_class(costs.entry(func, in_place_of=True))
+    if found is not None:
+        return found.category, found.engine, found.passes, True
     tags = getattr(func, "tags", ())
     if torch.Tag.reduction in tags:
         return "reduction", "vector", 1, True
     if torch.Tag.pointwise in tags:
-        return "elementwise", ("scalar" if name in SCALAR else "vector"), 1, True
+        return "elementwise", "vector", 1, True
     return "elementwise", "vector", 1, False
 
 
@@ -226,10 +139,9 @@ class UnmodelledOpError(RuntimeError):
     def __init__(self, name: str) -> None:
         super().__init__(
             f"torch_neuronx.estimate(strict=True): no cost model for {name} (no FLOP formula, not a "
-            "known Vector/Scalar-engine op, no decomposition). Register its cost with "
-            "torch_neuronx.estimate.register_cost (or a FLOP formula with register_flops), or a decomposition with torch_neuronx.estimate."
-            "decompose.reference, or estimate without strict (it is then listed in the report and "
-            "counted as a Vector-engine op).")
+            "known Vector/Scalar-engine op, no decomposition). Register its cost, engine class or "
+            "decomposition with torch_neuronx.estimate.register_cost, or estimate without strict (it is "
+            "then listed in the report and counted as a Vector-engine op).")
         self.op = name
 
 

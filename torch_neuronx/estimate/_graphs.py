@@ -261,7 +261,7 @@ def observe(gm, compiled, name: str):
     """
     cache: dict = {}
     from .. import _C
-    from ..runtime._stats_page import FIELD_INDEX  # the stats page neuron-top reads
+    from ..runtime.stats_page import FIELD_INDEX  # the stats page neuron-top reads
 
     # Bound once: the per-call cost of a compiled decode step is a few microseconds
     # of Python (stats_page.add re-imports _C and looks the field up on every call).

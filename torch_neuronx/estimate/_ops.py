@@ -9,7 +9,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from . import _formulas as formulas
+from . import _builtin_costs  # noqa: F401 - the cost model's own entries in the one cost registry
+from . import _decompose as decompose, _formulas as formulas
 from ._costs import Cost, registered_cost
 from .hardware import LOW_PRECISION, Hardware, dtype_name
 from .hardware import hardware as _hardware
@@ -52,7 +53,7 @@ def roofline_terms(e: OpEstimate) -> tuple[float, float, float, float, float]:
     """(TensorEngine seconds at matmul_efficiency, TensorEngine seconds at hbm_efficiency (its
     operand fill), fixed TensorEngine seconds, other engines' seconds, HBM seconds) of an op: its
     time less the launch is max(the first three's sum, the fourth, the fifth). Kept with each
-    recorded op so a report can say what other efficiencies would change (estimate/_roofline.py)."""
+    recorded op so a report can say what other efficiencies would change (estimate/roofline.py)."""
     if e.engine != "tensor":
         return (0.0, 0.0, 0.0, e.compute_s, e.memory_s)
     matmul, fill, fixed = e.tensor_parts or (e.compute_s, 0.0, 0.0)
@@ -72,17 +73,21 @@ def roofline(name, category, engine, flops, nbytes, compute_s, hw: Hardware, lau
 
 
 def _registered(name, cost: Cost, ins, outs, nbytes, hw: Hardware, launch_s: float) -> OpEstimate:
-    """A cost registered with `register_cost`: FLOPs at the Tensor engine's rate, elements at the
-    Vector engine's, bytes at HBM bandwidth, through the same roofline as every op."""
+    """A cost from the registry (register_cost): FLOPs on the Tensor engine as every matmul is
+    charged (its rate, pipeline fill and DMA latency), elements at the Vector engine's rate, bytes
+    at HBM bandwidth, through the same roofline as every op."""
     every = ins + outs
     dtype = dtype_name(every[0].dtype) if every else "float32"
-    matmul = cost.flops / (hw.tensor_flops(dtype) * hw.assumptions.matmul_efficiency) if cost.flops else 0.0
+    nbytes = nbytes if cost.bytes is None else cost.bytes
     vector = (cost.elements / (hw.vector_elems_per_s(dtype, 1) * hw.assumptions.vector_efficiency)
               if cost.elements else 0.0)
     category = cost.category or ("matmul" if cost.flops else "elementwise")
-    engine = "tensor" if cost.flops else "vector"
-    return roofline(name, category, engine, cost.flops, nbytes if cost.bytes is None else cost.bytes,
-                    matmul + vector, hw, launch_s, dtype, tensor_parts=(matmul, 0.0, vector) if cost.flops else ())
+    if not cost.flops:
+        return roofline(name, category, "vector", 0, nbytes, vector, hw, launch_s, dtype)
+    matmul = cost.flops / (hw.tensor_flops(dtype) * hw.assumptions.matmul_efficiency)
+    latency, fill = _pipeline_fill_s(cost.flops, ins, outs, nbytes, hw)
+    return roofline(name, category, "tensor", cost.flops, nbytes, matmul + fill + latency + vector, hw, launch_s,
+                    dtype, tensor_parts=(matmul, fill, latency + vector))
 
 
 def _pipeline_fill_s(flops, ins, outs, nbytes, hw: Hardware) -> tuple[float, float]:
@@ -110,9 +115,7 @@ def _pipeline_fill_s(flops, ins, outs, nbytes, hw: Hardware) -> tuple[float, flo
 
 def _decomposed(name, func, args, kwargs, hw: Hardware, launch: float) -> OpEstimate | None:
     """A fused or composite op without a formula, costed as the sum of its decomposition's ops
-    (decompose.py), with one launch; None when it has no decomposition."""
-    from . import decompose   # lazily: it imports torch._decomp on first use
-
+    (_decompose.py), with one launch; None when it has no decomposition."""
     p = decompose.parts(func, args, kwargs, hw, op_estimate)   # each part costed as any op
     if p is None:
         return None
@@ -157,14 +160,9 @@ def op_estimate(func, args, kwargs, out, *, hardware: Hardware | None = None,
     if custom is not None:
         return _registered(name, custom, ins, outs, nbytes, hw, launch)
     flops = formulas.flops(func, args, kwargs, out)
+    if flops is not None:   # PyTorch's formula (the registry's, above, come first)
+        return _registered(name, Cost(flops=flops), ins, outs, nbytes, hw, launch)
     packet = func._overloadpacket.__name__
-    if flops is not None:
-        dtype = dtype_name(ins[0].dtype) if ins else "float32"
-        category = "attention" if packet in formulas.ATTENTION else "matmul"
-        matmul = flops / (hw.tensor_flops(dtype) * hw.assumptions.matmul_efficiency)
-        latency, fill = _pipeline_fill_s(flops, ins, outs, nbytes, hw)
-        return roofline(name, category, "tensor", flops, nbytes, matmul + fill + latency, hw, launch, dtype,
-                        tensor_parts=(matmul, fill, latency))
     category, engine, passes, modelled = formulas.classify(func)
     if not modelled:
         whole = _decomposed(name, func, args, kwargs, hw, launch)

@@ -4,7 +4,7 @@ All figures come from the one hardware description (`neuron_hardware`, sources n
 figure) through its one per-logical-core view (`neuron_hardware.logical_core_view`): LNC=2 pairs
 two physical cores, so a logical core has twice their engines and HBM bandwidth. The instance and
 LNC are resolved as the runtime resolves them (runtime/_logical_core.py). Efficiencies and launch
-costs are assumptions (_assumptions.py), never facts.
+costs are assumptions (assumptions.py), never facts.
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import neuron_hardware
 
-from . import _assumptions as assumptions_mod
-from ..runtime._logical_core import resolve
+from . import assumptions as assumptions_mod
+from ..runtime import resolve
 
 # torch dtype names -> the TensorEngine rate they run at. Integer matmuls have no integer
 # datapath and run in fp32 (docs/hardware-sources.md A1); float64 has no native type (docs/hardware-sources.md A1: unverified): fp32.
@@ -89,7 +89,7 @@ def hardware(instance_type: str | None = None, lnc: int | None = None, *,
         instance_type: e.g. "trn2.48xlarge", "trn3.3xlarge"; default TORCH_NEURONX_INSTANCE_TYPE,
             else trn2.3xlarge. Does not start the device.
         lnc: 1 or 2; default NEURON_LOGICAL_NC_CONFIG, else the chip's default (2 on trn2/trn3).
-        assumptions: overrides of the named assumptions (see _assumptions.py).
+        assumptions: overrides of the named assumptions (see assumptions.py).
     """
     return hardware_of(resolve(instance_type, lnc, instance_arg="instance_type"), assumptions)
 

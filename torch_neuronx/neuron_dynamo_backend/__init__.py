@@ -12,9 +12,8 @@ Model names (`set_model_name`) name the artifacts under TORCH_NEURONX_DEBUG_DIR,
 """
 from __future__ import annotations
 
-from ..compiler import neuron_backend
-from ..compiler._metrics import get_dynamo_metrics, reset_dynamo_metrics
-from ..compiler._options import get_model_name, get_rank, set_model_name
+from ..compiler import (get_dynamo_metrics, get_model_name, get_rank, neuron_backend, reset_dynamo_metrics,
+                        set_model_name)
 
 __all__ = ["NEFFCompilationError", "get_dynamo_metrics", "get_model_name", "get_rank",
            "neuron_backend", "reset_dynamo_metrics", "set_model_name"]
@@ -24,7 +23,7 @@ def __getattr__(name: str):
     # TorchNeuron's name for the error a failed compile raises (fallback execution off); loading it loads
     # the backend module, so only on use
     if name == "NEFFCompilationError":
-        from ..compiler._backend import NeuronCompileError
+        from ..compiler import NeuronCompileError
 
         return NeuronCompileError
     raise AttributeError(f"module 'torch_neuronx.neuron_dynamo_backend' has no attribute {name!r}")

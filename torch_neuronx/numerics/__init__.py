@@ -8,7 +8,8 @@ cannot differ out of Python. See docs/numerics.md.
 Public (``__all__``): ``settings()`` and ``mode()`` (the settings in force, a ``NumericsConfig``),
 ``install()`` (startup), ``numerics_report()``, ``findings()``, ``exposure()``,
 ``reset_findings()`` (what check mode found) and ``key_fields()`` (the settings a compiled
-program depends on). ``python -m torch_neuronx.numerics.sweep`` is the op sweep command. One
+program depends on), ``set_model_runner`` (the hook a higher layer gives the sweep its models
+through). ``python -m torch_neuronx.numerics.sweep`` is the op sweep command. One
 file per Trainium difference (float64, int64, int_via_fp32, fp8, stochastic_rounding,
 collectives) and the dispatch machinery (dispatch_mode, cpp_filter, recompute, report) are
 internal.
@@ -20,10 +21,11 @@ import sys
 import warnings
 
 from . import config as _config_mod
+from ._sweep_models import set_model_runner
 from .config import NumericsConfig
 
 __all__ = ["NumericsConfig", "exposure", "findings", "install", "key_fields", "mode", "numerics_report",
-           "reset_findings", "settings"]
+           "reset_findings", "set_model_runner", "settings"]
 
 _state: dict = {"config": None, "mode": None, "error": None}
 

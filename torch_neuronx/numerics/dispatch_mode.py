@@ -18,7 +18,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .._torch_versions import require
-from ..estimate._aten import is_view
+from ..estimate.aten_schema import is_view
 from . import fp8, float64, int64, int_via_fp32, recompute, report, stochastic_rounding
 from .config import NumericsConfig
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ..estimate._aten import written_arguments
+from ..estimate.aten_schema import written_arguments
 
 PLAIN = (torch.Tensor, torch.nn.Parameter)
 

@@ -11,9 +11,11 @@ backs them and large ops compute only shapes. See docs/plan.md.
 
 Layout: _dry_run_env.py (its environment variables), _mode.py (the shape-only dispatch mode), _syncs.py (host reads),
 _memory.py (per-core peak and breakdown), _steps.py (the step clock), _session.py (DryRun: the one
-session, with named regions), _report.py (JSON, markdown, trace), _run.py (`plan run`), _child.py
-(child processes), __main__.py (the subcommand table); distributed/ and models/ add multi-rank
-launching and model-level commands.
+session, with named regions), _report.py (JSON, markdown, trace), _run.py (`plan run`), _command.py
+(what every command shares: view flags, the one child environment, start/finish/fail, the runtime
+switch), _child.py (child processes), __main__.py (the subcommand table); distributed/ and models/
+add multi-rank launching and model-level commands; calibrate.py (`python -m
+torch_neuronx.plan.calibrate`) compares the plans with published Trainium results.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from . import _dry_run_env as config
 from ._mode import DryRunError
 from ._session import DryRun, active
 
-__all__ = ["DryRun", "DryRunError", "dry_run", "enable", "is_active", "active"]
+__all__ = ["DryRun", "DryRunError", "dry_run", "enable", "install", "is_active", "active"]
 
 _process_run: list = []   # the DryRun TORCH_NEURONX_DRY_RUN=1 entered for the whole process
 

@@ -123,7 +123,7 @@ def _tensors_in(obj, depth: int = 3) -> list:
 def _innermost_module() -> str | None:
     """The deepest module running now, from the estimate's ModTracker (None outside modules)."""
     from ..estimate import recorders
-    from ..estimate._api import Estimate
+    from ..estimate import Estimate
 
     tracker = getattr(recorders.innermost(Estimate), "_tracker", None)
     parents = [p for p in getattr(tracker, "parents", ()) if p != "Global"]

@@ -23,7 +23,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from .. import kernels
-from ..estimate._aten import is_view, storage_bytes, written_tensors
+from ..estimate.aten_schema import is_view, storage_bytes, written_tensors
 from . import _syncs as syncs
 from ._errors import DryRunError
 

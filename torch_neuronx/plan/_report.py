@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from ..compiler._metrics import counts_since   # cheap: imports no dynamo
+from ..runtime.units import counts_since
 from ._fallbacks import markdown_lines as fallback_lines
 from . import _notes as notes_mod
 from ._timeline import summary as timeline_summary

@@ -1,9 +1,9 @@
 """`python -m torch_neuronx.plan run [options] -- script.py args...`: one dry run of a script.
 
 The script runs in a child process (this command again, started with _command.py's child
-environment: TORCH_NEURONX_DRY_RUN=1, since phantom memory must be chosen before the first neuron allocation and the
-instance's HBM per core at startup); the child writes the JSON report at exit, and this process
-prints its markdown.
+environment: TORCH_NEURONX_DRY_RUN=1, since phantom memory must be chosen before the first neuron
+allocation and the instance's HBM per core at startup); the child writes the JSON report at exit,
+and this process prints its markdown.
 """
 from __future__ import annotations
 

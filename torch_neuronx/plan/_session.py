@@ -54,7 +54,7 @@ class DryRun:
 
     # ---- context ---------------------------------------------------------------------------
     def __enter__(self) -> "DryRun":
-        from ..compiler import _metrics as metrics
+        from .. import compiler as metrics
         from ._mode import DryRunMode
 
         if self._mode is not None:
@@ -142,7 +142,7 @@ class DryRun:
 
 
 def _compile_metrics() -> dict:
-    from ..compiler import _metrics as metrics
+    from .. import compiler as metrics
 
     return metrics.get_dynamo_metrics()
 

@@ -12,10 +12,10 @@ def figure(value, unit: str = "", scale: float = 1.0, digits: int = 4) -> str:
 
 
 def overridden_assumptions(assumptions) -> dict:
-    """The cost model's assumptions that differ from their documented defaults (estimate/_assumptions.py)."""
+    """The cost model's assumptions that differ from their documented defaults (estimate/assumptions.py)."""
     from dataclasses import fields
 
-    from ..estimate._assumptions import DEFAULTS
+    from ..estimate.assumptions import DEFAULTS
 
     return {f.name: getattr(assumptions, f.name) for f in fields(DEFAULTS)
             if getattr(assumptions, f.name) != getattr(DEFAULTS, f.name)}

@@ -18,7 +18,7 @@ matmul_efficiency (the fraction of TensorEngine peak real kernels sustain), hbm_
 fraction of HBM bandwidth) and reduction_launch_s (the fixed start-up of a collective that
 reduces: all-reduce, reduce-scatter). Each row is re-timed from its plan's roofline terms (the
 graph the metric measures: the CTE for TTFT, the TKG for TPOT, the step for training;
-estimate/_roofline.py) as the planner would time it with other efficiencies; a start-up moves the
+estimate/roofline.py) as the planner would time it with other efficiencies; a start-up moves the
 planned time by its change times the graph's reducing collectives. The three are fitted together
 to put the most rows within 1.25x, and among those settings the least sum of |log ratio|;
 leave-one-out figures refit without the row they predict, and the command prints the most rows
@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..runtime.units import markdown_table, seconds
-from ..estimate._collectives import REDUCING
+from ..estimate.collectives import REDUCING
 
 HERE = Path(__file__).resolve().parent / "calibration"
 ROWS = HERE / "published.csv"
@@ -216,7 +216,7 @@ class Observed:
     """A compared row and what of its planned time each constant moves."""
     row: Row
     ratio: float             # planned / published, as times
-    roofline: tuple          # the planned graph's or step's time as roofline terms (estimate/_roofline.py parse)
+    roofline: tuple          # the planned graph's or step's time as roofline terms (estimate/roofline.py parse)
     collectives: int = 0     # reducing collectives in that graph or step
     seconds: float = 0.0     # that graph's or step's planned time
 
@@ -231,7 +231,7 @@ def _predict(o: Observed, defaults, values: dict):
     reduction_launch_s."""
     import numpy as np
 
-    from ..estimate._roofline import seconds_at
+    from ..estimate.roofline import seconds_at
 
     value = {n: np.asarray(values.get(n, getattr(defaults, n)), dtype=float) for n in (*EFFICIENCIES, LATENCY)}
     scale = [getattr(defaults, n) / value[n] for n in EFFICIENCIES]
@@ -262,7 +262,7 @@ def _informs(o: Observed, name: str) -> bool:
     """Does the row's planned time depend on constant `name`?"""
     if name == LATENCY:
         return o.collectives > 0 and o.seconds > 0
-    from ..estimate._assumptions import DEFAULTS
+    from ..estimate.assumptions import DEFAULTS
 
     return abs(predicted(o, DEFAULTS, {name: getattr(DEFAULTS, name) * 0.9}) - o.ratio) > 1e-9 * o.ratio
 
@@ -346,7 +346,7 @@ def best_within(observed: list[Observed], defaults) -> tuple[float, dict]:
 def _phase(row: Row, report: dict) -> tuple[dict | None, int, float, tuple | None]:
     """(time by category, reducing collectives, seconds, roofline terms) of the part of the plan the
     row's metric measures: the CTE graph for TTFT, the TKG graph for TPOT, the step for training."""
-    from ..estimate._roofline import parse
+    from ..estimate.roofline import parse
 
     graph = {"ttft_ms": "context_encoding", "tpot_ms": "token_generation"}.get(row.metric)
     part = (report.get("graphs") or {}).get(graph) or report
@@ -363,7 +363,7 @@ def load_cache(path: Path = CACHE) -> dict:
 
 
 def build(rows: list[Row], cache: dict) -> dict:
-    from ..estimate._assumptions import DEFAULTS
+    from ..estimate.assumptions import DEFAULTS
 
     table, usable = [], []
     for row in rows:

@@ -35,7 +35,7 @@ import contextlib
 import torch
 
 from ..compiler.hooks import CompileOverride
-from ..estimate._aten import storage_bytes
+from ..estimate.aten_schema import storage_bytes
 
 # Inductor's cpp.simdlen while a dry run compiles: 1 is no vector ISA (see the module docstring)
 SIMDLEN = 1

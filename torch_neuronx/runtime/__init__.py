@@ -8,8 +8,10 @@ Public (``__all__``): ``start`` (called at registration), ``topology()`` / ``err
 discovered topology or the environment error), ``Topology``, ``LogicalCore``, the instance
 catalogue (``INSTANCE_TYPES``, ``InstanceType``, ``Chip``), ``resolve`` (the one instance and LNC
 resolver: arguments, else the environment variables, else the default), and the modules ``env`` (environment
-variables) and ``host_gemm`` (bf16/fp16 matmul modes). Everything else (topology.py and
-the internal _logical_core, _variables, _log, _stats_page, _exit_guard, _host) serves the layers above through those names.
+variables), ``host_gemm`` (bf16/fp16 matmul modes) and ``stats_page`` (the per-process stats page
+the tools read), ``hbm_bytes_per_core`` (an instance's HBM per logical core) and ``host_info`` (the
+host CPU and how its bf16/fp16 matmuls run). Everything else (topology.py and
+the internal _logical_core, _variables, _log, _exit_guard, _host) serves the layers above through those names.
 """
 from __future__ import annotations
 
@@ -19,8 +21,9 @@ from neuron_hardware import INSTANCES as INSTANCE_TYPES
 from neuron_hardware import ChipSpec as Chip
 from neuron_hardware import InstanceSpec as InstanceType
 
-from . import env, host_gemm, _log as log, _variables as variables
-from ._logical_core import resolve
+from . import env, host_gemm, stats_page, _log as log, _variables as variables
+from ._host import host_info
+from ._logical_core import hbm_bytes_per_core, resolve
 from .topology import LogicalCore, Topology, default_device, discover
 
 _topology: Topology | None = None
@@ -45,7 +48,7 @@ def start(core) -> None:
             core._set_allocator_cache_limit(cache_limit)
         if no_caching:
             core._set_allocator_no_caching(True)
-        from ._stats_page import publish_process
+        from .stats_page import publish_process
 
         publish_process(core, _topology)
     except env.NeuronEnvironmentError as err:
@@ -73,4 +76,4 @@ def error() -> str | None:
 
 
 __all__ = ["Chip", "InstanceType", "INSTANCE_TYPES", "LogicalCore", "Topology", "env", "error",
-           "host_gemm", "resolve", "start", "topology"]
+           "hbm_bytes_per_core", "host_gemm", "host_info", "resolve", "start", "stats_page", "topology"]

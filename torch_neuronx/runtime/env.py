@@ -12,7 +12,7 @@ LOGICAL_NC_CONFIG = "NEURON_LOGICAL_NC_CONFIG"
 VISIBLE_CORES = "NEURON_RT_VISIBLE_CORES"
 NUM_CORES = "NEURON_RT_NUM_CORES"
 LOCAL_RANK = "LOCAL_RANK"
-ESTIMATE_ASSUMPTIONS = "TORCH_NEURONX_ESTIMATE_ASSUMPTIONS"  # estimate/_assumptions.py
+ESTIMATE_ASSUMPTIONS = "TORCH_NEURONX_ESTIMATE_ASSUMPTIONS"  # estimate/assumptions.py
 # 1: an op the cost model cannot cost is an error (estimate/_api.py), not a listed warning.
 ESTIMATE_STRICT = "TORCH_NEURONX_ESTIMATE_STRICT"
 # Execution on the virtual core is synchronous already; accepted (0 or 1) for TorchNeuron scripts.

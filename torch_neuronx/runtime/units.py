@@ -75,3 +75,8 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence], align: str |
 
 def _row(cells) -> str:
     return "|" + "|".join(f" {c} " if str(c) else " " for c in cells) + "|"
+
+
+def counts_since(now: dict[str, int], base: dict[str, int]) -> dict[str, int]:
+    """{key: count} gained from `base` to `now` (keys that gained nothing are left out)."""
+    return {k: n - base.get(k, 0) for k, n in now.items() if n > base.get(k, 0)}

@@ -289,15 +289,6 @@ def _inpaint(call):
     return make
 
 
-def _drop(keys, build):
-    def make():
-        comps = build()
-        for k in keys:
-            comps.pop(k, None)
-        return comps
-    return make
-
-
 SPECS: list[Spec] = [
     # the four models with a tensor-parallel plan
     Spec("qwenimage21", "QwenImage21Pipeline", _qwenimage21_components, _qwenimage21_call, tp_plan=True,

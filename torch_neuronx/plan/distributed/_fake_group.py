@@ -4,7 +4,7 @@ One process stands in for one rank of the full world: every collective returns a
 correctly shaped outputs (the caller's own tensors), moves no data and waits for no peer, as
 torch's FakeProcessGroup (`backend="fake"`, the C++ `c10d::FakeProcessGroup`) does. It is a Python
 `ProcessGroup` with the method names of ProcessGroupNeuron, so the one hook in
-`torch_neuronx/estimate/_collectives.py` records each call (kind, bytes, group ranks, estimated
+`torch_neuronx/estimate/collectives.py` records each call (kind, bytes, group ranks, estimated
 Trainium time) in a dry run exactly as it does in a real run; `_get_backend` hands torch the C++
 FakeProcessGroup for its questions about splitting and coalescing.
 
@@ -28,8 +28,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import FakeProcessGroup
 
 from ...distributed import hooks
-from ...distributed._flat import gather_pair, scatter_pair
-from ...distributed._identity import NeuronGroupIdentity
+from ...distributed import NeuronGroupIdentity, gather_pair, scatter_pair
 from . import _memory as memory
 
 
@@ -213,5 +212,5 @@ class DryRunProcessGroup(NeuronGroupIdentity, dist.ProcessGroup):
         return None
 
 
-# Recorded inside torch_neuronx.estimate() by the same observer as the real group (estimate/_collectives.py).
+# Recorded inside torch_neuronx.estimate() by the same observer as the real group (estimate/collectives.py).
 hooks.announce_group_class(DryRunProcessGroup)

@@ -52,7 +52,7 @@ def pick_instance(nproc_per_node: int, instance: str | None, lnc: int | None = N
     import neuron_hardware
 
     from ...runtime import env
-    from ...runtime._logical_core import resolve
+    from ...runtime import resolve
 
     try:
         view = resolve(instance, lnc, instance_arg="--instance", lnc_arg="--lnc")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ...estimate._aten import storage_bytes
+from ...estimate.aten_schema import storage_bytes
 
 
 def backed(t: torch.Tensor) -> bool:
@@ -18,5 +18,4 @@ def backed(t: torch.Tensor) -> bool:
     from ... import _C
     from .. import _dry_run_env as config
 
-    phantom = getattr(_C, "_allocator_phantom", None)   # absent from a core built before dry runs
-    return phantom is None or not phantom() or storage_bytes(t) < config.large_bytes()
+    return not _C._allocator_phantom() or storage_bytes(t) < config.large_bytes()

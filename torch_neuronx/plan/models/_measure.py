@@ -107,9 +107,9 @@ class Region:
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
     def roofline(self, start: int = 0, end: int | None = None) -> dict:
-        """The events as roofline terms (estimate/_roofline.py): what the same stretch would take with
+        """The events as roofline terms (estimate/roofline.py): what the same stretch would take with
         other matmul and HBM efficiencies (the calibration's fit reads it)."""
-        from ...estimate._roofline import summarize
+        from ...estimate.roofline import summarize
 
         return summarize(self.est.events[start:end])
 

@@ -67,7 +67,7 @@ def p2p(layout, micro_batch: int, seq_len: int, hidden: int, dtype_bytes: int, h
     (world / PP ranks apart). Each TP rank sends its 1/TP slice of the boundary activation (its
     sequence-parallel shard; Megatron's scatter-gather does the same without sequence
     parallelism), all TP ranks at once. Counted on the critical path (not overlapped with compute)."""
-    from ...estimate._collectives import collective_estimate
+    from ...estimate.collectives import collective_estimate
 
     nbytes = micro_batch * seq_len * hidden * dtype_bytes // layout.tp
     stride = layout.world_size // layout.pp

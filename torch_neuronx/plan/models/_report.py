@@ -9,7 +9,7 @@ from ..report_model import SCHEMA_VERSION, stamped
 def _phantom() -> bool:
     from ... import _C
 
-    return bool(getattr(_C, "_allocator_phantom", lambda: False)())
+    return bool(_C._allocator_phantom())
 
 
 def dry_run_extras() -> dict:

@@ -113,7 +113,7 @@ def _record_zero1_collectives(layout, nbytes: int) -> None:
     """ZeRO-1's DP traffic of one optimizer step: reduce-scatter of the gradients, all-gather of
     the updated parameters, over the DP group of rank 0 (TP innermost: ranks 0, TP, 2 TP, ...),
     delivered to every active recorder (the timed region, the dry run's own estimate)."""
-    from ...estimate._collectives import deliver
+    from ...estimate.collectives import deliver
 
     ranks = tuple(k * layout.tp for k in range(layout.dp))
     for kind in ("reduce_scatter", "all_gather"):
@@ -124,7 +124,7 @@ def _record_dp_all_reduce(layout, nbytes: int) -> None:
     """The DP gradient all-reduce of one optimizer step of a TP x DP layout: gradient accumulation
     keeps the micro-steps' gradients local and the replicas all-reduce them once, before the
     optimizer (NxD Training; DDP's no_sync), over the DP group of rank 0 (ranks 0, TP, 2 TP, ...)."""
-    from ...estimate._collectives import deliver
+    from ...estimate.collectives import deliver
 
     ranks = tuple(k * layout.tp for k in range(layout.dp))
     deliver("all_reduce", nbytes, layout.dp, ranks=ranks, name="dp.all_reduce", device=0)

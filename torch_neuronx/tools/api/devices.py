@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from neuron_hardware import LogicalCoreView, OnLogicalCore, view_attribute
 
 from ...runtime import env
-from ...runtime._logical_core import hbm_bytes_per_core, resolve
+from ...runtime import hbm_bytes_per_core, resolve
 
 # neuron-monitor's hardware names per chip (docs/hardware-sources.md E: "trainium2", "v4", "v3d" for
 # trn2 at LNC=2). trn1/trn3 values are assumptions following the same scheme.

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from ...runtime._stats_page import proc_stat_fields
+from ...runtime.stats_page import proc_stat_fields
 
 CPU_FIELDS = ("user", "nice", "system", "idle", "io_wait", "irq", "soft_irq")
 TICKS = os.sysconf("SC_CLK_TCK")

@@ -1,6 +1,6 @@
 """The per-process stats registry, read side: one small mapped file per process.
 
-Each process using the virtual NeuronCores writes its page (`torch_neuronx.runtime._stats_page`:
+Each process using the virtual NeuronCores writes its page (`torch_neuronx.runtime.stats_page`:
 layout, location, writer). `list_processes()` maps each file read-only and returns live entries.
 A file whose magic or version is wrong, whose metadata does not parse, or whose pid is dead or was
 reused (start time differs) is skipped: crashed processes leave their file behind and must not show up.
@@ -14,7 +14,7 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...runtime._stats_page import (DEVICE_FIELDS, DEVICE_OFFSET, DEVICE_STRIDE, FIELD_INDEX,  # noqa: F401
+from ...runtime.stats_page import (DEVICE_FIELDS, DEVICE_OFFSET, DEVICE_STRIDE, FIELD_INDEX,  # noqa: F401
                                    MAGIC, MAX_DEVICES, META_OFFSET, META_SIZE, PAGE_BYTES, VERSION,
                                    process_start_ticks, runtime_dir)
 
@@ -34,10 +34,6 @@ class ProcessEntry:
         """Instance-wide logical core index of the process's neuron:<local>."""
         cores = self.meta.get("cores", [])
         return cores[local] if local < len(cores) else local
-
-    def chip_of(self, local: int) -> int:
-        chips = self.meta.get("chips", [])
-        return chips[local] if local < len(chips) else 0
 
 
 def read_entry(path: Path) -> ProcessEntry | None:

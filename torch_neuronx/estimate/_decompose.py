@@ -1,7 +1,7 @@
 """Ops without a cost formula, costed from their decomposition: no fused op is free by accident.
 
 An op that has no FLOP formula and is not a known Vector/Scalar-engine op (pointwise or reduction
-tag, formulas.VECTOR) may hide matmuls: `aten._transformer_encoder_layer_fwd` (PyTorch's
+tag, or an engine class in the cost registry, _costs.py) may hide matmuls: `aten._transformer_encoder_layer_fwd` (PyTorch's
 inference fast path for nn.TransformerEncoderLayer) is two projections, attention and an FFN in
 one call. Such an op is re-run on meta tensors (shapes only, nothing real is touched) through a
 decomposition, and each ATen op it reaches is costed by `op_estimate` as usual; the op's cost is
@@ -9,9 +9,10 @@ the sum of its parts' device times (each part a full HBM round trip: an upper bo
 fused kernel keeps on chip) plus one launch.
 
 Decompositions, first found wins:
-1. the reference decompositions below, for fused ops PyTorch ships none for (written with the
-   public functional ops whose semantics the fused kernels implement: torch/nn/modules/
-   transformer.py and activation.py take the fast path only when it computes the same result);
+1. a decomposition in the cost registry (`register_cost(op, decompose=True)`): the ones below, for
+   fused ops PyTorch ships none for (written with the public functional ops whose semantics the
+   fused kernels implement: torch/nn/modules/transformer.py and activation.py take the fast path
+   only when it computes the same result), and users';
 2. PyTorch's own decomposition table (`torch._decomp.decomposition_table`);
 3. the op's CompositeImplicitAutograd kernel (`OpOverload.decompose`).
 An op none of these covers stays unmodelled: listed in every report, an error under strict mode.
@@ -26,18 +27,9 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_map
 
+from . import _costs as costs
+
 aten = torch.ops.aten
-
-_REFERENCE: dict = {}
-
-
-def reference(*packets):
-    """Register a decomposition (a Python function with the op's signature) for fused op packets."""
-    def wrap(fn):
-        for p in packets:
-            _REFERENCE[p] = fn
-        return fn
-    return wrap
 
 
 def _heads(x, num_heads):
@@ -76,7 +68,7 @@ def _mha(query, key, value, num_heads, qkv_weight, qkv_bias, proj_weight, proj_b
     return F.linear(a.transpose(1, 2).reshape(b, t, h * d), proj_weight, proj_bias), weights
 
 
-@reference(aten._native_multi_head_attention)
+@costs.register_cost(aten._native_multi_head_attention, decompose=True)
 def _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias,
                                  proj_weight, proj_bias, mask=None, need_weights=True,
                                  average_attn_weights=True, mask_type=None):
@@ -87,7 +79,7 @@ def _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_wei
     return out, weights
 
 
-@reference(aten._transformer_encoder_layer_fwd)
+@costs.register_cost(aten._transformer_encoder_layer_fwd, decompose=True)
 def _transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight,
                                    proj_bias, use_gelu, norm_first, eps, norm_weight_1, norm_bias_1,
                                    norm_weight_2, norm_bias_2, ffn_weight_1, ffn_bias_1,
@@ -112,9 +104,9 @@ def _transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bi
 
 def find(func):
     """The decomposition of `func` (an OpOverload), or None when there is none."""
-    fn = _REFERENCE.get(func._overloadpacket)
-    if fn is not None:
-        return fn
+    found = costs.entry(func)
+    if isinstance(found, costs.Decomposition):
+        return found.fn
     from torch._decomp import decomposition_table
 
     fn = decomposition_table.get(func)
