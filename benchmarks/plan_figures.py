@@ -1,5 +1,5 @@
 """The figures of the full-size plans docs/plan.md shows, as one table: peak HBM per core, step
-time or TTFT/TPOT, throughput, MFU and FLOPs per core.
+time or TTFT/TPOT, throughput, MFU and FLOPs per core, and the calibrated 80% range of each headline figure.
 
 Each plan runs `python -m torch_neuronx.plan ...` in a fresh process (a dry run at full size, minutes
 each on a 2-core host) and writes its JSON report into `--out`; the table is printed from those
@@ -36,6 +36,8 @@ PLANS = {
 }
 FIGURES = ("peak_hbm_bytes_per_core", "step_time_s", "ttft_ms", "tpot_ms", "tokens_per_s", "output_tokens_per_s",
            "mfu", "flops_per_core")
+# each headline figure's calibrated 80% range ([low, high], plan/_report_ranges.py), printed after the figures
+RANGES = tuple(f"{k}_range" for k in ("step_time_s", "ttft_ms", "tpot_ms", "tokens_per_s", "output_tokens_per_s"))
 
 
 def plan(name: str, out: str) -> None:
@@ -53,7 +55,7 @@ def figures(folder: str, name: str) -> dict | None:
         return None
     with open(path) as f:
         report = json.load(f)
-    return {k: report[k] for k in FIGURES if report.get(k) is not None}
+    return {k: report[k] for k in FIGURES + RANGES if report.get(k) is not None}
 
 
 def compared(a, b) -> str:
@@ -61,6 +63,8 @@ def compared(a, b) -> str:
         return "-"
     if a == b:
         return "same"
+    if isinstance(a, list) or isinstance(b, list):
+        return "changed"
     return f"x{b / a:.4f}" if a else "changed"
 
 

@@ -123,6 +123,11 @@ def part3_plan():
     if report["step_time_s"] is not None:
         print(f"  estimated step time on trn2: {report['step_time_s']:.2f} s, {report['tokens_per_s']:,.0f} "
               f"tokens/s, MFU {report['mfu'] * 100:.0f}%")
+        if report.get("step_time_s_range"):   # from the calibration table (docs/calibration.md)
+            low, high = report["step_time_s_range"]
+            basis = report["ranges"]["train"]
+            print(f"  80% range of the step time: {low:.2f} to {high:.2f} s ({basis['kind']}: "
+                  f"{len(basis['rows'])} published rows{', few: a wide range' if basis['pooled'] else ''})")
     else:
         print(f"  out of memory: {report['oom']}")
     print(f"  (planned in {time.perf_counter() - start:.0f} s on this host)")

@@ -93,6 +93,25 @@ def _register_device() -> None:
         from .plan import install as _install_dry_run
 
         _install_dry_run()  # TORCH_NEURONX_DRY_RUN=1: phantom memory, shape-only ops (docs/plan.md)
+    _install_compile_reports()
+
+
+def _install_compile_reports() -> None:
+    """torch_neuronx.metrics' switch and exit tables, and compile-only mode's budget at exit, each
+    imported only when its variable is set (docs/compile-budget.md). A bad value is a warning here:
+    registration must not fail."""
+    try:
+        if os.environ.get("TORCH_NEURONX_METRICS_ENABLED") or os.environ.get("TORCH_NEURONX_ENABLED_METRIC_TABLES"):
+            from .metrics import install as _install_metrics
+
+            _install_metrics()
+        if os.environ.get("TORCH_NEURONX_COMPILE_ONLY"):
+            from .plan import compile_only_report_at_exit
+
+            compile_only_report_at_exit()
+    except Exception as err:  # noqa: BLE001 - the message names the variable and the fix
+        warnings.warn(f"{err} (torch_neuronx: metrics or compile-only report not installed)", RuntimeWarning,
+                      stacklevel=2)
 
 
 def _register_distributed_hooks() -> None:

@@ -26,4 +26,6 @@ def test_quickstart_prints_its_three_parts():
     assert "8.19 B parameters; layout trn2.48xlarge LNC=2" in out, out
     assert re.search(r"fits: yes; peak HBM per core \d+\.\d\d GiB of 24 GiB", out), out
     assert re.search(r"estimated step time on trn2: \d+\.\d\d s, [\d,]+ tokens/s, MFU \d+%", out), out
+    assert re.search(r"80% range of the step time: \d+\.\d\d to \d+\.\d\d s \(dense/train/nxd-training: \d+ "
+                     r"published rows", out), out
     assert out.rstrip().endswith("quickstart OK"), out

@@ -6,14 +6,20 @@ of the `torch_dynamo_backends` group, so `torch.compile(m, backend="neuron")`
 resolves it without importing anything first. `set_model_name`, `get_model_name` and `get_rank`
 name the artifacts under TORCH_NEURONX_DEBUG_DIR; `NeuronCompileError` is what a failed compile
 raises (fallback execution off); `vec_isa_ok()` says whether Inductor's vector ISAs all build here.
+Every graph the backend produces is recorded (`compiled_graphs()`, a `GraphRecord` each: its cause,
+size, cache key and warm-cache state; `count_graph_flops(who, on)` asks for FLOPs too): what
+torch_neuronx.metrics and a plan's compile budget report.
 """
 from __future__ import annotations
 
+from ._compile_log import GraphRecord, count as compiled_graph_count, records as compiled_graphs
+from ._compile_log import set_detail as count_graph_flops
 from ._metrics import get_dynamo_metrics, reset_dynamo_metrics
 from ._options import get_model_name, get_rank, set_model_name
 
 __all__ = ["NeuronCompileError", "get_dynamo_metrics", "get_model_name", "get_rank", "neuron_backend", "register",
-           "reset_dynamo_metrics", "set_model_name", "vec_isa_ok"]
+           "reset_dynamo_metrics", "set_model_name", "vec_isa_ok", "GraphRecord", "compiled_graphs",
+           "compiled_graph_count", "count_graph_flops"]
 
 
 def __getattr__(name: str):

@@ -11,7 +11,7 @@ import warnings
 import torch
 
 from . import _cache as cache, hooks, _kernel_libraries as kernel_libraries, _metrics as metrics, _passes as passes, _registration as registration
-from . import _options as options_mod
+from . import _compile_log as compile_log, _options as options_mod
 
 
 class NeuronCompileError(RuntimeError):
@@ -65,18 +65,21 @@ def _diff(old: list, new: list) -> str:
     return "; ".join(changes[:3]) or "guard failure (same input shapes)"
 
 
-def _note_compile(fn: str, is_recompile: bool, inputs, opts) -> None:
+def _note_compile(fn: str, is_recompile: bool, inputs, opts):
+    """Count a recompilation (and warn when shapes keep changing); returns the function's previous
+    input signature (None at its first compile), from which the compile log words the cause."""
     signature = _shape_signature(inputs)
     previous = _last_signature.get(fn)
     _last_signature[fn] = signature
     if not is_recompile:
-        return
+        return previous
     reason = _diff(previous, signature) if previous is not None else "guard failure"
     count = metrics.note_recompile(fn, reason)
     shape_change = previous is not None and len(previous) == len(signature) and any(
         a[0] != b[0] for a, b in zip(previous, signature))
     if shape_change and metrics.should_warn_recompiles(fn, opts.recompile_warn_threshold):
         warnings.warn(_RECOMPILE_ADVICE.format(fn=fn, n=count, reason=reason), UserWarning, stacklevel=4)
+    return previous
 
 
 def _preserve(opts, graph_name: str, gm: torch.fx.GraphModule) -> str | None:
@@ -117,8 +120,11 @@ def _numerics_compile(gm, example_inputs):
         gm, example_inputs)
 
 
-def _compile_static(gm, example_inputs, opts, fn: str, graph_name: str):
-    """Compile one static graph through the caches; returns a callable."""
+def _compile_static(gm, example_inputs, opts, fn: str, graph_name: str, info: dict | None = None):
+    """Compile one static graph through the caches; returns a callable. `info` receives where the
+    program came from ("source") and the backend's wall time ("compile_s"), for the compile log."""
+    info = {} if info is None else info
+    info.update(source="memory cache", compile_s=0.0)
     override = hooks.compile_overrides.active()   # a dry run's (compiler/hooks.py)
     fields = opts.key_fields() + ((override.key_field,) if override is not None else ())
     if hooks.any_op_by_op():   # numerics check/trainium, strict op check (compiler/hooks.py)
@@ -127,6 +133,7 @@ def _compile_static(gm, example_inputs, opts, fn: str, graph_name: str):
         if hit is None:
             hit = _numerics_compile(gm, example_inputs)
             metrics.record(graphs_compiled=1)
+            info["source"] = "compiled"
             if opts.cache:
                 cache.memory_put(key, hit, opts.memory_cache_entries)
         else:
@@ -135,6 +142,8 @@ def _compile_static(gm, example_inputs, opts, fn: str, graph_name: str):
     key = None
     if opts.cache:
         key = cache.graph_key(gm, example_inputs, fields)
+        if override is None:
+            info["key"] = key   # the compile log's key is this one (no dry-run field): not hashed twice
         hit = cache.memory_get(key)
         if hit is not None:
             metrics.record(cache_hits_memory=1)
@@ -160,12 +169,19 @@ def _compile_static(gm, example_inputs, opts, fn: str, graph_name: str):
         warnings.warn(f"{message.split('. Set options')[0]}; running it eagerly (fallback execution)",
                       RuntimeWarning, stacklevel=3)
         metrics.record(fallbacks=1)
+        info["source"] = "failed: runs eagerly"
         return gm.forward
-    metrics.record(compile_time_s=time.perf_counter() - start, graphs_compiled=1)
+    info["compile_s"] = time.perf_counter() - start
+    metrics.record(compile_time_s=info["compile_s"], graphs_compiled=1)
     if outcome == "hit":
         metrics.record(cache_hits_disk=1)
     else:
         metrics.record(cache_misses=1)
+    if override is not None:
+        info["source"] = "dry run"    # Inductor's program with no-op kernels: nothing for the warm index
+    else:
+        info["source"] = "disk cache" if outcome == "hit" else "compiled"
+        info["real_program"] = outcome != "off"
     if opts.cache:
         cache.memory_put(key, compiled, opts.memory_cache_entries)
     return compiled
@@ -218,10 +234,13 @@ class _StaticSpecializer:
         sig = self._signature(args)
         program = self.programs.get(sig)
         if program is None:
-            _note_compile(self.fn, True, args, self.opts)
+            previous = _note_compile(self.fn, True, args, self.opts)
             metrics.record(dynamic_specializations=1)
             name = f"{self.graph_name}_s{len(self.programs)}"
-            program = _compile_static(self.gm, self._fake_inputs(args), self.opts, self.fn, name)
+            fakes = self._fake_inputs(args)
+            cause = ("new shape", compile_log.shape_diff(previous, _shape_signature(args))) \
+                if previous is not None else ("first call", "")
+            program = _logged_compile(self.gm, fakes, self.opts, self.fn, name, cause, args)
             self.programs[sig] = program
         return program(*args)
 
@@ -241,8 +260,36 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, mode: str | None = N
         # Dynamo's automatic dynamic shapes (dynamic=None): keep neuron static; the
         # specializer counts one recompilation per new shape when it is called.
         return _estimated(gm, _StaticSpecializer(gm, opts, fn, graph_name), graph_name)
-    _note_compile(fn, is_recompile, example_inputs, opts)
-    return _estimated(gm, _compile_static(gm, example_inputs, opts, fn, graph_name), graph_name)
+    previous = _note_compile(fn, is_recompile, example_inputs, opts)
+    cause = compile_log.graph_cause(gm, is_recompile, previous, _shape_signature(example_inputs))
+    return _estimated(gm, _logged_compile(gm, example_inputs, opts, fn, graph_name, cause, example_inputs),
+                      graph_name)
+
+
+def _logged_compile(gm, example_inputs, opts, fn: str, graph_name: str, cause: tuple, real_inputs):
+    """_compile_static, with its record in the compile log (compiler/_compile_log.py); in
+    compile-only mode the callable returned does not execute the program (_compile_only.py)."""
+    from ..runtime import env
+
+    info: dict = {}
+    compiled = _compile_static(gm, example_inputs, opts, fn, graph_name, info)
+    key = info["key"] if "key" in info else cache.graph_key(gm, example_inputs, opts.key_fields())   # no dry-run field
+    cache_root = os.path.join(opts.cache_dir, f"torch-{torch.__version__}") if opts.cache else None
+    warm = compile_log.is_warm(cache_root, key)
+    if info.get("real_program"):
+        compile_log.mark_warm(cache_root, key, graph_name)
+    compile_log.add(
+        graph_name=graph_name, model_name=opts.model_name, function=fn, rank=options_mod.rank(),
+        cause=cause[0], detail=cause[1], inputs=compile_log.data_inputs(real_inputs),
+        fx_nodes=compile_log.fx_nodes(gm), has_collectives=compile_log.has_collectives(gm),
+        training=torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in real_inputs),
+        key=key, flags=opts.key_fields(), source=info["source"], warm=warm, compile_s=info["compile_s"],
+        flops=compile_log.forward_flops(gm, example_inputs) if compile_log.detail_wanted() else None)
+    if env.parse_flag(env.COMPILE_ONLY) and compiled is not gm.forward:
+        from ._compile_only import not_executed
+
+        return not_executed(gm, example_inputs, graph_name)
+    return compiled
 
 
 def _estimated(gm, compiled, graph_name: str):

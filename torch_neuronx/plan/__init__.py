@@ -27,7 +27,10 @@ from . import _dry_run_env as config
 from ._mode import DryRunError
 from ._session import DryRun, active
 
-__all__ = ["DryRun", "DryRunError", "dry_run", "enable", "install", "is_active", "active"]
+from ._compile_budget import report_at_exit as compile_only_report_at_exit
+
+__all__ = ["DryRun", "DryRunError", "dry_run", "enable", "install", "is_active", "active",
+           "compile_only_report_at_exit"]
 
 _process_run: list = []   # the DryRun TORCH_NEURONX_DRY_RUN=1 entered for the whole process
 

@@ -16,6 +16,8 @@ import json
 import math
 import sys
 
+from ._report_ranges import basis_lines, key_of
+from ._report_ranges import text as range_text
 from .report_model import normalized
 from ._wording import deployed_layout_lines, number, plural, seconds, size, train_layout_lines
 
@@ -91,8 +93,11 @@ def _kv(rows) -> str:
 
 
 def _cards(items) -> str:
+    """Cards of (label, value) or (label, value, a line under the label: the figure's calibrated range)."""
     return '<div class="cards">' + "".join(
-        f'<div class="card"><div class="v">{esc(v)}</div><div class="k">{esc(k)}</div></div>' for k, v in items) + "</div>"
+        f'<div class="card"><div class="v">{esc(v)}</div><div class="k">{esc(k)}</div>'
+        + (f'<div class="k range">{esc(more[0])}</div>' if more and more[0] else "") + "</div>"
+        for k, v, *more in items) + "</div>"
 
 
 def _table(head, rows, cls="", numeric=()) -> str:
@@ -287,12 +292,17 @@ def model_page(r: dict) -> str:
                  ("sequence length", number(r["seq_len"])),
                  ("gradient checkpointing", "yes" if r["gradient_checkpointing"] else "no"), *train_layout_lines(r)]
     peak, cap = r["peak_hbm_bytes_per_core"], r["hbm_capacity_bytes_per_core"]
-    cards = [("peak HBM per core", size(peak)), ("capacity per core", size(cap))] + cards
+    cards = [("peak HBM per core", size(peak)), ("capacity per core", size(cap))] + [
+        (k, v, range_text(r, key_of(k)).strip(" ()")) for k, v in cards]   # written by the plan (plan/_report_ranges.py)
     summary = _cards(cards) + "<br>" + _kv([
         ("instance", f"{r['instance']} x {r['nodes']}, LNC={r['lnc']}"),
         ("layout", f"{r['layout']} ({plural(r['world_size'], 'rank')})"),
         ("model", f"{r['model_type']}, {number(r['parameters'] or 0)} parameters, {r['dtype']}"),
         *setup, ("run", "dry run (phantom device memory)" if r["dry_run"] else "real run")])
+    basis = basis_lines(r)
+    if basis:
+        summary += f'<p class="note" id="ranges">{esc(basis[0])}</p><ul class="note">' + "".join(
+            f"<li>{esc(line[2:])}</li>" for line in basis[1:]) + "</ul>"
     if r.get("oom"):
         summary += f'<p class="nofit" id="oom">out of memory: {esc(r["oom"])}</p>'
     parts = dict(r.get("memory_at_peak_bytes_per_core") or {})
@@ -319,6 +329,12 @@ def _detail_sections(r: dict, coll: dict, palette=None) -> list[str]:
         out.append(_section("Collectives per group", _table(
             ["kind", "group (global ranks)", "calls", "bytes", "seconds"], _collectives_rows(coll),
             numeric=(2, 3, 4)), "collectives"))
+    if r.get("compile_budget"):   # plan/_compile_budget.py: graphs, causes, warm cache, neuronx-cc time
+        from ._compile_budget import table as budget_table
+
+        title, head, rows, lines = budget_table(r["compile_budget"])
+        items = "".join(f"<li>{esc(line)}</li>" for line in lines)
+        out.append(_section(title, _table(head, rows, numeric=(4, 5)) + f"<ul>{items}</ul>", "compile-budget"))
     out.append(_section(f"Host syncs: {number(r.get('host_sync_count') or 0)}", _syncs(r), "host-syncs"))
     if r.get("notes"):
         out.append(_section("Notes", notes_list(r["notes"]), "notes"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from ..runtime.units import counts_since
+from ._compile_budget import markdown as budget_lines, section as budget_section
 from ._fallbacks import markdown_lines as fallback_lines
 from . import _notes as notes_mod
 from ._timeline import summary as timeline_summary
@@ -80,6 +81,8 @@ def build(run) -> dict:
             "graph_break_reasons": counts_since(m1["graph_break_reasons"], m0["graph_break_reasons"]),
             "graph_names": graph_names,
         },
+        # the graphs compiled, why, what a cache serves, their neuronx-cc time (plan/_compile_budget.py)
+        "compile_budget": budget_section(run._compile_log0),
         "unmodelled_ops": sorted(est.unmodelled),
         "planning_wall_s": run.wall_s,
         # eager unless something compiled: how the script's ops were costed
@@ -171,6 +174,7 @@ def markdown(r: dict) -> str:
               f"{plural(comp['recompilations'], 'recompilation')}, {plural(comp['graph_breaks'], 'graph break')}"]
     lines += [f"- recompiled: {x}" for x in comp["recompile_reasons"][:10]]
     lines += [f"- graph break ({n}x): {_break_line(reason)}" for reason, n in list(comp["graph_break_reasons"].items())[:10]]
+    lines += budget_lines(r.get("compile_budget"))
     lines += ["", f"## Host syncs: {r['host_sync_count']:,} (each a point where the host waits for the device)", ""]
     if r["host_syncs"]:
         lines += ["| site | kind | count |", "|---|---|---|"]

@@ -49,6 +49,7 @@ class DryRun:
         self._mode = None
         self._compile_override = None   # token of the compiler hook while the dry run is active
         self._metrics0: dict = {}
+        self._compile_log0 = 0          # records of the compile log before the dry run (its compile budget)
         self._t0 = 0.0
         self.wall_s = 0.0
 
@@ -61,6 +62,9 @@ class DryRun:
             raise RuntimeError("this dry run is already running; create a new torch_neuronx.plan.dry_run()")
         self._t0 = time.perf_counter()
         self._metrics0 = metrics.get_dynamo_metrics()
+        from ..compiler import compiled_graph_count
+
+        self._compile_log0 = compiled_graph_count()
         self.memory.start()
         self.steps.start()
         self._mode = DryRunMode(self)

@@ -5,6 +5,7 @@
     python -m torch_neuronx.plan.calibrate --recompute     # re-plan every row (slow: full size)
     python -m torch_neuronx.plan.calibrate --rows ID,ID --json out.json
     python -m torch_neuronx.plan.calibrate --exclude 'REGEX'      # leave matching row ids out
+    python -m torch_neuronx.plan.calibrate --test-rows 'REGEX'    # fit without those rows, report them as a test set
 
 Rows (calibration/published.csv) are public results with their source and release; model
 architectures (calibration/models.json) are the models' public config.json figures. Each distinct
@@ -24,6 +25,10 @@ to put the most rows within 1.25x, and among those settings the least sum of |lo
 leave-one-out figures refit without the row they predict, and the command prints the most rows
 any one setting reaches beside the goal. The fitted values are reported with the setting that plans with them, not
 applied. See docs/calibration.md.
+
+Every plan's headline figures carry an 80% range from the residuals of their kind of workload
+(plan/_ranges.py): the command prints each kind's range and leave-one-out coverage, and, run over
+every row, writes them to calibration/ranges.json, which plans read.
 """
 from __future__ import annotations
 
@@ -44,11 +49,13 @@ from pathlib import Path
 
 from ..runtime.units import markdown_table, seconds
 from ..estimate.collectives import REDUCING
+from ._ranges import CONFIDENT_ROWS, PHASES, Kind, is_moe, ranges_table, stack_of
 
 HERE = Path(__file__).resolve().parent / "calibration"
 ROWS = HERE / "published.csv"
 MODELS = HERE / "models.json"
 CACHE = HERE / "planned.json"
+RANGES = HERE / "ranges.json"     # per kind of workload: the range plans attach to their figures
 
 # metric -> (the plan report's key, how a planned figure compares: "time" or "rate")
 METRICS = {
@@ -362,7 +369,24 @@ def load_cache(path: Path = CACHE) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def build(rows: list[Row], cache: dict) -> dict:
+def residuals(observed: list[Observed], models: dict) -> dict:
+    """{row id: (its kind, log of its default time ratio)}: what the ranges are read from."""
+    return {o.row.id: (Kind("moe" if is_moe(models.get(o.row.model, {})) else "dense", PHASES[o.row.metric],
+                            stack_of(o.row.release)), math.log(o.ratio)) for o in observed}
+
+
+def test_set(observed: list[Observed], test: re.Pattern, defaults) -> dict:
+    """The rows whose id matches `test` predicted by the constants fitted on the others."""
+    train = [o for o in observed if not test.search(o.row.id)]
+    held = [o for o in observed if test.search(o.row.id)]
+    values = fit_values(train, defaults)
+    ratios = {o.row.id: predicted(o, defaults, values) for o in held}
+    return {"rows": [{"id": o.row.id, "default": o.ratio, "fitted_on_others": ratios[o.row.id]} for o in held],
+            "constants": values, "default": summary([o.ratio for o in held]),
+            "fitted_on_others": summary(list(ratios.values())), "training_rows": len(train)}
+
+
+def build(rows: list[Row], cache: dict, test: re.Pattern | None = None) -> dict:
     from ..estimate.assumptions import DEFAULTS
 
     table, usable = [], []
@@ -397,7 +421,10 @@ def build(rows: list[Row], cache: dict) -> dict:
         line.update({k: fitted["rows"].get(line["id"], {}).get(k) for k in ("fitted", "leave_one_out")})
     for c in fitted["constants"].values():
         c["note"] = "" if c["rows"] >= MIN_ROWS_TO_FIT else f"not fitted: {c['rows']} rows, {MIN_ROWS_TO_FIT} needed"
+    table_of_residuals = residuals(usable, load_models())
     return {"rows": table, "constants": fitted["constants"],
+            "ranges": ranges_table(table_of_residuals) if len(usable) >= CONFIDENT_ROWS else None,
+            "test_set": test_set(usable, test, DEFAULTS) if test else None,
             "default": summary([o.ratio for o in usable]),
             "fitted": summary([fitted["rows"][o.row.id]["fitted"] for o in usable]),
             "leave_one_out": summary([fitted["rows"][o.row.id]["leave_one_out"] for o in usable]),
@@ -443,7 +470,45 @@ def markdown(result: dict) -> str:
     lines.append("\nTo plan with the fitted constants: " + assumptions_setting(result))
     lines.append(f"\n{result['rows_compared']} of {result['rows_total']} rows compared; sources and releases: "
                  "torch_neuronx/plan/calibration/published.csv, docs/calibration.md.")
-    return "\n".join(lines)
+    return "\n".join(lines + ranges_markdown(result) + test_set_markdown(result))
+
+
+def ranges_markdown(result: dict) -> list[str]:
+    """Per kind of workload: its rows, its 80% range of planned / actual, and its leave-one-out coverage."""
+    data = result.get("ranges")
+    if not data:
+        return []
+    by_id = {r["id"]: r for r in result["rows"]}
+    rows = []
+    for key, c in data["coverage"].items():
+        r = data["kinds"][key]
+        default = summary([by_id[i]["ratio"] for i in r["rows"]])
+        loo = summary([by_id[i]["leave_one_out"] for i in r["rows"]])
+        rows.append((key, c["rows"], _f(default["median_abs_log_ratio"], "{:.3f}"), _f(default["within_1.25x"], "{:.0%}"),
+                     _f(loo["within_1.25x"], "{:.0%}"),
+                     f"{math.exp(r['residual_low']):.2f}-{math.exp(r['residual_high']):.2f}",
+                     f"{c['inside']} of {c['rows']} ({c['coverage']:.0%})", f"{c['median_width']:.2f}x",
+                     ("few rows: pooled with " + r["pooled"]) if r["pooled"] else ""))
+    return ["", f"By kind (planned / published; the {data['coverage_goal']:.0%} range by plan/_ranges.py's rule; "
+                "coverage: rows inside the range computed without them):", ""] + markdown_table(
+        ["kind (arch/phase/stack)", "rows", "median abs log ratio", "within 1.25x", "within 1.25x leave-one-out",
+         "range", "coverage (leave-one-out)", "median width", "note"], rows)
+
+
+def test_set_markdown(result: dict) -> list[str]:
+    t = result.get("test_set")
+    if not t:
+        return []
+    values = ", ".join(f"{n}={_constant(n, v)}" for n, v in t["constants"].items())
+    lines = ["", f"Test set: {len(t['rows'])} rows predicted by the constants fitted on the other "
+                 f"{t['training_rows']} ({values}):", ""]
+    lines += markdown_table(["row", "default", "fitted on the others"],
+                            [(r["id"], f"{r['default']:.2f}", f"{r['fitted_on_others']:.2f}") for r in t["rows"]])
+    lines += [""] + markdown_table(
+        ["test set", "rows", "median abs log ratio", "within 1.25x", "within 1.5x"],
+        [(name, t[name]["rows"], _f(t[name]["median_abs_log_ratio"], "{:.3f}"), _f(t[name]["within_1.25x"], "{:.0%}"),
+          _f(t[name]["within_1.5x"], "{:.0%}")) for name in ("default", "fitted_on_others")])
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -452,6 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--recompute", action="store_true", help="re-plan every layout, replacing the cache")
     ap.add_argument("--rows", help="comma-separated row ids (default: all)")
     ap.add_argument("--exclude", metavar="REGEX", help="leave out the rows whose id matches (table and fit)")
+    ap.add_argument("--test-rows", metavar="REGEX", help="fit without the rows whose id matches and report them as a test set")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds allowed to plan one layout")
     ap.add_argument("--cache", default=str(CACHE), help="the cache of planned layouts (JSON)")
     ap.add_argument("--json", help="write the table and its statistics here")
@@ -485,8 +551,17 @@ def main(argv: list[str] | None = None) -> int:
             current = {r.layout_key() for r in load_rows()}
             cache = {k: v for k, v in cache.items() if k in current}
             cache_path.write_text(json.dumps(cache, indent=1, sort_keys=True) + "\n")
-    result = build(rows, cache)
+    test = None
+    if args.test_rows:
+        try:
+            test = re.compile(args.test_rows)
+        except re.error as err:
+            ap.error(f"--test-rows {args.test_rows!r} is not a regular expression: {err}")
+    result = build(rows, cache, test)
     print(markdown(result))
+    if result["ranges"] and not (args.rows or args.exclude) and Path(args.cache) == CACHE:
+        # the ranges plans read come from every row of the shipped table, never from a subset
+        RANGES.write_text(json.dumps(result["ranges"], indent=1, sort_keys=True) + "\n")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     return 0

@@ -68,6 +68,10 @@ TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT  seconds to wait for the compile cache's f
 TORCH_NEURONX_DEBUG_DIR  compilation artifacts folder (default /tmp/neuron_backend)
 TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS  1: keep FX graphs and generated code under TORCH_NEURONX_DEBUG_DIR
 TORCH_NEURONX_RECOMPILE_WARN_THRESHOLD  recompilations of one function before the static-shape advice
+TORCH_NEURONX_COMPILE_ONLY  1: compile-only mode: graphs compile and fill the cache, nothing executes; the compile budget at exit (docs/compile-budget.md)
+TORCH_NEURONX_METRICS_ENABLED  1: torch_neuronx.metrics on (FLOPs of each compiled graph counted)
+TORCH_NEURONX_ENABLED_METRIC_TABLES  metric tables written as CSV at exit (graph_stats)
+TORCH_NEURONX_METRICS_DIR  folder of the metric CSVs (default /tmp)
 TORCH_NEURONX_COMPILED_HOST_PROGRAM  1 (default): compiled graphs run as host programs
 TORCH_NEURONX_NUMERICS  host (default), check or trainium: where results would differ on Trainium
 TORCH_NEURONX_NUMERICS_INT64  int64 treatment under TORCH_NEURONX_NUMERICS=trainium
@@ -106,9 +110,6 @@ TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD  same
 TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT  same
 TORCH_NEURONX_APPLY_SKIP_INTERMEDIATE  same
 TORCH_NEURONX_ATEN_GMM_ALIGN  grouped-mm alignment of the Trainium kernel
-TORCH_NEURONX_ENABLED_METRIC_TABLES  metric CSV tables (torch_neuronx.get_dynamo_metrics() has the counters)
-TORCH_NEURONX_METRICS_DIR  folder of metric CSVs
-TORCH_NEURONX_METRICS_ENABLED  metrics switch (counters are always kept)
 NEURON_USE_SPLIT_ALLGATHER  split-based all_gather on Neuron collectives
 NEURON_USE_SPLIT_REDUCE_SCATTER  split-based reduce_scatter on Neuron collectives
 COLLECTIVE_BUCKETSIZE_IN_MB  collective bucket size on Neuron collectives

@@ -27,6 +27,15 @@ RUNTIME_DIR = "TORCH_NEURONX_RUNTIME_DIR"
 STRICT_OPS = "TORCH_NEURONX_STRICT_OPS"
 # bf16/fp16 matmuls on the host: auto | native | fp32 (runtime/host_gemm.py).
 HOST_LOW_PRECISION_GEMM = "TORCH_NEURONX_HOST_LOW_PRECISION_GEMM"
+# 1: compile-only mode: torch.compile graphs compile (and fill the cache) but never execute;
+# their outputs are uninitialised tensors of the right shapes (compiler/_compile_only.py).
+COMPILE_ONLY = "TORCH_NEURONX_COMPILE_ONLY"
+# Metrics of compiled graphs (torch_neuronx.metrics): on/off, the tables written as CSV at exit
+# (comma-separated names), and their folder.
+METRICS_ENABLED = "TORCH_NEURONX_METRICS_ENABLED"
+ENABLED_METRIC_TABLES = "TORCH_NEURONX_ENABLED_METRIC_TABLES"
+METRICS_DIR = "TORCH_NEURONX_METRICS_DIR"
+DEFAULT_METRICS_DIR = "/tmp"   # TorchNeuron's documented default (its env-vars reference)
 
 
 class NeuronEnvironmentError(RuntimeError):
@@ -147,3 +156,17 @@ def parse_core_list(name: str, limit: int) -> list[int] | None:
     if len(set(cores)) != len(cores):
         raise NeuronEnvironmentError(f"{name}={quote(raw)} lists a core more than once.")
     return cores
+
+
+def parse_names(name: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    """A comma-separated list of names, each one of `allowed` (empty when unset)."""
+    raw = get(name)
+    if raw is None:
+        return ()
+    names = tuple(part.strip() for part in raw.split(",") if part.strip())
+    unknown = [n for n in names if n not in allowed]
+    if unknown:
+        raise NeuronEnvironmentError(
+            f"{name}={quote(raw)} names {', '.join(map(repr, unknown))}, which is not a table here; "
+            f"use a comma-separated list of {', '.join(allowed)}, or unset it.")
+    return names

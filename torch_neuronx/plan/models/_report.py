@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+from .._report_ranges import attach as attach_ranges
+from .._report_ranges import basis_lines, with_ranges
 from ..report_model import SCHEMA_VERSION, stamped
 
 
@@ -24,10 +26,12 @@ def dry_run_extras() -> dict:
     cores = data.get("cores") or [{}]
     return {"memory_at_peak_bytes_per_core": cores[0].get("breakdown"), "host_syncs": data["host_syncs"],
             "ops_by_name": data["ops_by_name"],   # the counts of the notes' unmodelled ops
-            "host_sync_count": data["host_sync_count"], "dry_run_oom_site": (data.get("oom") or {}).get("site")}
+            "host_sync_count": data["host_sync_count"], "dry_run_oom_site": (data.get("oom") or {}).get("site"),
+            "compile_budget": data.get("compile_budget")}   # the graphs the plan compiled (plan/_compile_budget.py)
 
 
 def base_report(layout, config, model, region, dtype, dry_run: bool | None = None) -> dict:
+    from .._ranges import is_moe
     from ..distributed._report import collectives_by_kind
     from .._timeline import summary as timeline_summary
     from .._wording import overridden_assumptions, overridden_settings
@@ -47,6 +51,7 @@ def base_report(layout, config, model, region, dtype, dry_run: bool | None = Non
         "world_size": layout.world_size, "layout": layout.describe(),
         "tp": layout.tp, "cp": layout.cp, "fsdp": layout.fsdp, "dp": layout.dp, "pp": layout.pp,
         "model_type": config.model_type,
+        "moe": is_moe(config.to_dict()),   # routes tokens to experts: its figures take the MoE kinds' ranges
         "parameters": count,
         **kv,
         "dtype": str(dtype).replace("torch.", ""),
@@ -95,6 +100,7 @@ def _parameter_count(model) -> int | None:
 
 
 def write_json(report: dict, path: str | None) -> None:
+    attach_ranges(report)   # the figures' calibrated ranges (plan/_report_ranges.py)
     if path:
         report = stamped("model", report)   # checked against the one report model before it is written
         with open(path, "w") as f:
@@ -117,9 +123,14 @@ def markdown(report: dict, title: str, rows: list[tuple[str, str]]) -> str:
         *((name.replace("_", " "), size(value)) for name, value in report["memory_breakdown_bytes_per_core"].items())])
     if report["oom"]:
         lines += ["", f"out of memory: {report['oom']}"]
-    lines += [""] + markdown_table(["estimate", ""], rows)
+    lines += [""] + markdown_table(["estimate", ""], with_ranges(report, rows))
+    basis = basis_lines(report)
+    lines += [""] + basis if basis else []
     top = list(report["time_breakdown_s"].items())[:6]
     if top:
         lines += [""] + markdown_table(["time by category (one step)", ""], [(k, seconds(v)) for k, v in top])
+    from .._compile_budget import markdown as budget_lines
+
+    lines += budget_lines(report.get("compile_budget"))
     lines += notes_markdown(report.get("notes") or [])
     return "\n".join(lines)
