@@ -31,6 +31,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", help="write the report here")
     p.add_argument("--real", action="store_true",
                    help="run for real instead of a dry run: every byte is allocated on this host (tiny configs)")
+    p.add_argument("--routing", default=None,
+                   help="MoE configs: where the routers send tokens: balanced (default), skewed=S (the busiest "
+                        "expert takes S x its balanced share) or a JSON histogram file of tokens per expert")
     command.add_view_arguments(p)
 
 
@@ -99,7 +102,7 @@ def _plan_eager(args, layout, config) -> tuple[dict, str, list[tuple[str, str]]]
     report = plan_generate(config, layout, batch=args.batch, input_tokens=args.input_tokens,
                            output_tokens=args.output_tokens, dtype=getattr(torch, args.dtype),
                            prefill_chunk_size=args.prefill_chunk_size, compile=args.compile,
-                           dry_run=not args.real)
+                           dry_run=not args.real, routing=args.routing)
     report["mode"] = "compiled (decode step: torch.compile, backend neuron)" if args.compile else "eager"
     rows = [("TTFT", fmt(report["ttft_ms"], " ms")), ("per output token", fmt(report["tpot_ms"], " ms")),
             ("output tokens/s (one TP group)", fmt(report["output_tokens_per_s"])),
@@ -135,7 +138,7 @@ def run_train(args) -> int:
             report = plan_train(config, layout, micro_batch=args.micro_batch, global_batch=args.global_batch,
                                 seq_len=args.seq_len, dtype=getattr(torch, args.dtype),
                                 gradient_checkpointing=args.gradient_checkpointing, dry_run=not args.real,
-                                zero1=args.zero1, sequence_parallel=args.sequence_parallel)
+                                zero1=args.zero1, sequence_parallel=args.sequence_parallel, routing=args.routing)
         except (LayoutError, ValueError) as err:
             command.fail(prog, str(err))
         report["mode"] = "eager"   # plan train runs the model's ops one by one

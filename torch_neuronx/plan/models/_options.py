@@ -21,6 +21,15 @@ def _from_args(cls, args: argparse.Namespace):
     return cls(**{f.name: vars(args)[f.name] for f in fields(cls)})
 
 
+def _check_routing(spec: str | None) -> None:
+    from ._routing import parse
+
+    try:
+        parse(spec)
+    except ValueError as err:
+        raise OptionsError(str(err)) from None
+
+
 @dataclass(frozen=True)
 class _Plan:
     """What `generate` and `train` share (_cli.py's `_common` flags). `layout` (not a field: derived
@@ -87,10 +96,12 @@ class TrainOptions(_Plan):
     gradient_checkpointing: bool
     sequence_parallel: bool = True   # with TP, as NxD Training runs it (_cli.py: --no-sequence-parallel)
     cp: int = 1                      # context parallelism (_context_parallel.py)
+    routing: str | None = None       # MoE: where the routers send tokens (_routing.py; default balanced)
 
     COMMAND = "train"
 
     def __post_init__(self) -> None:
+        _check_routing(self.routing)
         if self.zero1 and self.fsdp > 1:
             from ._train import zero1_check
 
@@ -121,10 +132,12 @@ class GenerateOptions(_Plan):
     buckets: list | None
     full_depth: bool
     sequence_parallel: bool = False   # deployed: the CTE sequence-parallel (_cli_deployed.py)
+    routing: str | None = None        # MoE: where the routers send tokens (_routing.py; default balanced)
 
     COMMAND = "generate"
 
     def __post_init__(self) -> None:
+        _check_routing(self.routing)
         if self.mode == "deployed":
             from ._deployed import check_arguments
 

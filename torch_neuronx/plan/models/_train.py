@@ -12,6 +12,7 @@ import torch
 
 from . import _context_parallel as context_parallel
 from . import _pipeline as pipeline
+from . import _routing as moe_routing
 from . import _sequence_parallel as seq_parallel
 from .. import _progress as progress
 from ._build import build_causal_lm, local_bytes, parameter_count
@@ -169,14 +170,16 @@ def _zero1_state_by_rank(optimizer) -> list[int]:
 
 def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: int | None = None,
                seq_len: int = 128, dtype: torch.dtype = torch.bfloat16, gradient_checkpointing: bool = False,
-               dry_run: bool = False, zero1: bool = False, sequence_parallel: bool = True) -> dict:
+               dry_run: bool = False, zero1: bool = False, sequence_parallel: bool = True, routing=None) -> dict:
     """Plan one optimizer step of `layout` (rank 0 stands for every rank of its stage).
     `zero1`: the optimizer state is sharded over the DP replicas. With `layout.pp` > 1 the last
     pipeline stage runs (_pipeline.py) and the schedule adds the bubble and the stage transfers.
     `sequence_parallel` (default on with TP, as NxD Training runs TP): norms and residuals on
     1/TP of the sequence, a vocabulary-parallel loss (_sequence_parallel.py); off for layouts it is
-    not planned with (the report's `sequence_parallel_note` says why)."""
+    not planned with (the report's `sequence_parallel_note` says why). `routing` (a _routing.Routing
+    or its --routing text): where a MoE config's routers send tokens, balanced by default."""
     check_model(layout, config)
+    routing = moe_routing.as_routing(routing)
     global_batch, accum = check_batch(layout, micro_batch, global_batch)
     if seq_len < 1:
         raise ValueError(f"--seq-len must be >= 1, got {seq_len}")
@@ -209,6 +212,7 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
                 model = build_causal_lm(stage, dtype, tp=layout.tp, fsdp=layout.fsdp * layout.cp, dp=layout.dp,
                                         ep=layout.ep)
             model.train()
+            routed = moe_routing.install(model, routing)   # the stated routing, not the placeholders' (_routing.py)
             if gradient_checkpointing:
                 model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             if plain_zero1:
@@ -252,6 +256,9 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
                 step(True)
                 region.mark("step_end")
         report = base_report(layout, stage, model, region, dtype, dry_run)
+        if routed:
+            report["moe"] = moe_routing.report_section(
+                stage, routing, micro_batch * seq_len // layout.cp // (layout.tp if layout.ep > 1 else 1), layout)
         if layout.pp > 1:
             report["parameters"] = parameter_count(config)
         report.update({"micro_batch": micro_batch, "global_batch": global_batch, "grad_accum_steps": accum,
