@@ -38,13 +38,18 @@ torch._dynamo.config.automatic_dynamic_shapes = False
 
 def _take_local_flags(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     """`--tiny_local_assets DIR`: build the offline model + dataset and point the TRL flags at them."""
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--tiny_local_assets", default=None)
+    pre = argparse.ArgumentParser(add_help=False, usage=argparse.SUPPRESS,
+                                  description="This example's own options (TRL's follow):")
+    pre.add_argument("--tiny_local_assets", default=None, metavar="DIR",
+                     help="build a tiny Qwen3-style model and local dataset in DIR and train on them, offline")
     # a folder holding only a config.json (e.g. examples/configs/qwen3-8b): the model is built from it with
     # random weights, for a full-size dry run (python -m torch_neuronx.plan run); the tokenizer comes from
     # --model_name_or_path (--tiny_local_assets points it at the tiny one)
-    pre.add_argument("--model_config_only", default=None)
+    pre.add_argument("--model_config_only", default=None, metavar="DIR",
+                     help="a folder with only a config.json: the model is built from it with random weights")
     local, rest = pre.parse_known_args(argv)
+    if "-h" in argv or "--help" in argv:   # TRL's parser prints its own options and exits
+        pre.print_help()
     if local.tiny_local_assets:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from sft_tiny_assets import ensure_assets

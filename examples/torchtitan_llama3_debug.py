@@ -203,10 +203,22 @@ def _use_cpu() -> None:
     _use_cpu.lib = lib  # kept alive: dropping a Library unregisters it
 
 
+# this script's option and the two TorchTitan reads before its config's options (its --help lists neither)
+OWN_OPTIONS = """\
+options of this script and TorchTitan's config selection (TorchTitan's options for that config follow):
+  --device {neuron,cpu}  neuron (default), or cpu: the CPU/gloo reference run of the same command
+  --module MODULE        the module holding TorchTitan's config registry (default llama3; also gpt_oss,
+                         qwen3, deepseek_v3, graph_trainer.llama3, torchtitan_neuron_configs next to this script)
+  --config NAME          the config function in that module (default llama3_debugmodel_varlen_attn)
+"""
+
+
 def main(argv: list[str]) -> None:
     sys.path.insert(0, HERE)
     from torchtitan_tiny_assets import ensure_assets
 
+    if "-h" in argv or "--help" in argv:
+        print(OWN_OPTIONS)   # then TorchTitan's own --help, for the config --module/--config pick
     device = "neuron"
     if "--device" in argv:
         i = argv.index("--device")

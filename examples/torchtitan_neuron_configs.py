@@ -23,8 +23,11 @@ def _varlen(model: str, config: str, flavor: str):
     """The config function ``<config>_varlen``: TorchTitan's ``config_registry.<config>()`` of
     ``torchtitan.models.<model>``, its model built by that model's registry for ``flavor``."""
     def build():
+        # the submodule by name: `torchtitan.models.<model>` does not import its `config_registry`, and
+        # nothing else does in a fresh process (torchtitan.train imports only the module `--module` names)
+        registry = importlib.import_module(f"torchtitan.models.{model}.config_registry")
         models = importlib.import_module(f"torchtitan.models.{model}")
-        built = getattr(models.config_registry, config)()
+        built = getattr(registry, config)()
         built.model_spec = models.model_registry(flavor, attn_backend="varlen")
         built.training.disable_cuda_graphs = True  # as TorchTitan's own llama3_debugmodel_varlen_attn
         return built

@@ -55,3 +55,19 @@ def test_checkpointed_dropout_is_reproducible_under_a_seed():
     q = torch.randn(1, 2, 16, 8, generator=torch.Generator().manual_seed(0)).neuron().requires_grad_()
     _loss(0.0)(q).backward()
     assert torch.isfinite(grads[0]).all() and not torch.allclose(grads[0], q.grad.cpu())  # dropout acted
+
+
+def test_a_checkpointed_graph_runs_under_the_cost_model():
+    """The cost model's dispatch mode (and a dry run's) sees the ops a compiled graph's wrapper
+    calls, the RNG higher-order op of the recomputed region among them: it has a rule for it
+    (without one the program stops there: TRL's SFT with --torch_compile true in a dry run)."""
+    import torch_neuronx
+
+    x = torch.randn(1, 2, 16, 8)
+    q_cpu, q = x.clone().requires_grad_(), x.neuron().requires_grad_()
+    _loss(0.0)(q_cpu).backward()
+    compiled = torch.compile(_loss(0.0), backend="neuron", dynamic=False)
+    with torch_neuronx.estimate("trn2.3xlarge", 2) as est:
+        compiled(q).backward()
+    torch.testing.assert_close(q.grad.cpu(), q_cpu.grad, rtol=1e-5, atol=1e-6)
+    assert est.events and est.total_s > 0

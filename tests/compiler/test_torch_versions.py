@@ -32,6 +32,7 @@ def _patch_entry_points():
         "torch_neuronx.compiler._cpu_alike.apply": cpu_alike.apply,
         "torch_neuronx.compiler._fake_conv.install": fake_conv.install,
         "torch_neuronx.compiler._rng_hops.register": rng_hops.register,
+        "torch_neuronx.compiler._rng_hops.run_under": lambda: rng_hops.run_under(type("Mode", (), {})),
         "torch_neuronx.compiler._vec_isa.install": vec_isa.install,
         "torch_neuronx.compiler._registration._make_wrapper_codegen": registration._make_wrapper_codegen,
         "torch_neuronx.compiler._cache.disk_session": disk_session,

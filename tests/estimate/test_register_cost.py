@@ -158,3 +158,26 @@ def test_the_built_in_entries_name_real_ops_once():
     assert not missing, f"built-in cost entries for ops PyTorch does not have: {missing}"
     with pytest.raises(RuntimeError, match="duplicate cost registration for aten.native_dropout"):
         register_cost("aten::native_dropout", Engine("vector", "elementwise", 2))
+
+
+
+def test_a_compiled_graph_moves_the_bytes_a_cost_states(clean_registry):
+    """Inside a fused program an op whose cost states its bytes (a kernel's own DMA, e.g. one that
+    reloads weights per block) moves those, not just the tensors at its boundary."""
+    from torch_neuronx.estimate._graphs import estimate_graph
+
+    stated = 7 * 2**20
+
+    @register_cost(torch.ops.nxcosttest.scale)
+    def _(x, factor, *, out_val=None):
+        return Cost(flops=2 * x.numel(), bytes=stated)
+
+    class Scale(torch.nn.Module):
+        def forward(self, x):
+            return scale(x, 3.0)
+
+    gm = torch.fx.symbolic_trace(Scale())
+    hw = torch_neuronx.estimate.hardware("trn2.3xlarge")
+    fwd = estimate_graph(gm, [torch.randn(64, 64)], hw, backward=False)["forward"]
+    assert fwd.bytes == stated and fwd.kernels == 1
+    assert fwd.memory_s == pytest.approx(stated / (hw.hbm_bytes_per_s * hw.assumptions.hbm_efficiency), rel=1e-12)

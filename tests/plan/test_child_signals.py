@@ -4,6 +4,7 @@ with it, and a child past its timeout is killed. Each signal is sent when the sc
 file) that it is waiting for it: nothing depends on how fast the processes start."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -30,16 +31,19 @@ torch.zeros(4, device="neuron")   # the dry run is in force
 with open(state + ".tmp", "w") as f:
     json.dump({"pid": os.getpid(), "got": []}, f)
 os.replace(state + ".tmp", state)
-while not got and sys.argv[2:] != ["forever"]:
-    signal.pause()
-while sys.argv[2:] == ["forever"]:
-    signal.pause()
+# a short sleep, not signal.pause(): a signal that lands between the test of `got` and pause() would
+# leave pause() waiting for a second one that never comes (the planner forwards each signal once)
+while not got or sys.argv[2:] == ["forever"]:
+    time.sleep(0.05)
 '''
 
-DEADLINE_S = 120   # how long a step may take on a loaded machine before the test gives up
+DEADLINE_S = 600   # only a hang takes this long: each step is one process start, slow on a loaded host
 
 
-def _start(tmp_path, *extra):
+@contextlib.contextmanager
+def _started(tmp_path, *extra):
+    """`plan run` of SCRIPT; on leaving, whatever of it still runs is killed (a test that gives up, or
+    fails, leaves no planner or script behind)."""
     script, state = tmp_path / "waits.py", tmp_path / "state.json"
     script.write_text(SCRIPT)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_NEURONX_PLAN_", "TORCH_NEURONX_DRY_RUN"))}
@@ -47,7 +51,25 @@ def _start(tmp_path, *extra):
     planner = subprocess.Popen([sys.executable, "-m", "torch_neuronx.plan", "run", "--quiet", "--", str(script),
                                 str(state), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env=env, start_new_session=True)
-    return planner, state
+    try:
+        yield planner, state
+    finally:
+        # the script has a session of its own (the planner's child) and records SIGTERM, the signal a
+        # dying planner sends it, instead of ending: SIGKILL both groups
+        for pid in (planner.pid, (_state(state) or {}).get("pid")):
+            _kill_group(pid)
+        planner.communicate()
+
+
+def _kill_group(pid):
+    if pid is None:
+        return
+    for kill in (os.killpg, os.kill):   # the group it leads, else the process alone
+        try:
+            kill(pid, signal.SIGKILL)
+            return
+        except (ProcessLookupError, PermissionError):
+            continue
 
 
 def _wait_for(check, what):
@@ -82,40 +104,37 @@ def _ready(planner, state):
 
 
 def test_ctrl_c_reaches_the_script_once_and_the_planner_ends_by_it(tmp_path):
-    planner, state = _start(tmp_path)
-    script_pid = _ready(planner, state)
-    assert os.getpgid(script_pid) != os.getpgid(planner.pid)   # the terminal's Ctrl-C reaches the planner only
-    os.killpg(planner.pid, signal.SIGINT)                      # what a Ctrl-C at the terminal sends
-    out, err = planner.communicate(timeout=DEADLINE_S)
-    assert planner.returncode == -signal.SIGINT, err[-3000:]   # as an interrupted Python ends
-    assert _state(state)["got"] == ["SIGINT"]                  # forwarded, once
-    assert "Traceback" not in err and "# Dry run" not in out   # no second traceback, no report of a stopped plan
-    assert _gone(script_pid)
+    with _started(tmp_path) as (planner, state):
+        script_pid = _ready(planner, state)
+        assert os.getpgid(script_pid) != os.getpgid(planner.pid)   # the terminal's Ctrl-C reaches the planner only
+        os.killpg(planner.pid, signal.SIGINT)                      # what a Ctrl-C at the terminal sends
+        out, err = planner.communicate(timeout=DEADLINE_S)
+        assert planner.returncode == -signal.SIGINT, err[-3000:]   # as an interrupted Python ends
+        assert _state(state)["got"] == ["SIGINT"]                  # forwarded, once
+        assert "Traceback" not in err and "# Dry run" not in out   # no second traceback, no report of a stopped plan
+        assert _gone(script_pid)
 
 
 def test_kill_of_the_planner_reaches_the_script_and_ends_the_planner(tmp_path):
-    planner, state = _start(tmp_path)
-    script_pid = _ready(planner, state)
-    planner.send_signal(signal.SIGTERM)    # `kill PID`: the planner alone
-    planner.communicate(timeout=DEADLINE_S)
-    assert planner.returncode == -signal.SIGTERM
-    assert _state(state)["got"] == ["SIGTERM"]
-    assert _gone(script_pid)
+    with _started(tmp_path) as (planner, state):
+        script_pid = _ready(planner, state)
+        planner.send_signal(signal.SIGTERM)    # `kill PID`: the planner alone
+        planner.communicate(timeout=DEADLINE_S)
+        assert planner.returncode == -signal.SIGTERM
+        assert _state(state)["got"] == ["SIGTERM"]
+        assert _gone(script_pid)
 
 
 def test_a_planner_killed_outright_takes_its_script_with_it(tmp_path):
-    planner, state = _start(tmp_path, "forever")
-    script_pid = _ready(planner, state)
-    try:
+    with _started(tmp_path, "forever") as (planner, state):
+        _ready(planner, state)
         planner.kill()                     # SIGKILL: nothing of the planner runs
         planner.wait(timeout=DEADLINE_S)   # (its pipes stay open in the script until the script ends)
         got = _wait_for(lambda: (_state(state) or {}).get("got"), "the script to hear of its planner's end")
         # the parent-death signal (Linux may send it once per thread of the dying planner: the
         # orphan passes from thread to thread before init adopts it; the first ends a plain script)
         assert set(got) == {"SIGTERM"}
-    finally:
-        os.kill(script_pid, signal.SIGKILL)   # this script records SIGTERM instead of ending; end it here
-    planner.communicate(timeout=DEADLINE_S)
+        # this script records SIGTERM instead of ending: leaving `_started` kills it
 
 
 def test_a_child_past_its_timeout_is_killed_with_what_it_started(tmp_path):

@@ -182,3 +182,18 @@ def test_a_model_plans_report_ends_with_its_budget():
               "compile_budget": build(compile_log.records(start))}
     text = markdown(report, "generate", [("TTFT", "1 ms")])
     assert "## Compile budget: 2 graphs, " in text and "new shape: input 0 shape (16, 4) -> (32, 4)" in text
+
+
+def test_the_documented_example_plans_its_compiled_graphs():
+    """`python -m torch_neuronx.plan run -- examples/generate_cache_compile.py --cache static`, as
+    docs/compile-budget.md gives it: the plan's report has its compiled-graphs section."""
+    import os
+    import subprocess
+    import sys
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    p = subprocess.run([sys.executable, "-m", "torch_neuronx.plan", "run", "--",
+                        os.path.join(repo, "examples", "generate_cache_compile.py"), "--cache", "static"],
+                       capture_output=True, text=True, timeout=600, cwd=repo)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "## Compiled graphs:" in p.stdout, p.stdout[-3000:]

@@ -45,3 +45,14 @@ def test_the_shipped_table_says_why_its_estimates_are_unknown():
         assert ct.estimate(1e12) == {"unknown": ct.estimate(1e12)["unknown"]} and "no fit" in ct.estimate(1e12)["unknown"]
         assert "unknown" in ct.status()
     assert "FLOPs are unknown" in ct.estimate(None)["unknown"]
+
+
+def test_the_documented_command_prints_the_table_and_its_fit():
+    """`python -m torch_neuronx.plan._compile_time`, as docs/compile-budget.md gives it."""
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "torch_neuronx.plan._compile_time"], capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "| https://" in p.stdout and "fit:" in p.stdout, p.stdout[-2000:]

@@ -33,7 +33,7 @@ def test_every_collective_completes_alone_and_is_recorded(monkeypatch):
             dist.reduce_scatter_tensor(out, x)                   # untouched
             dist.broadcast(x, src=0)
             a2a = torch.full((4,), 5.0, device=dev)
-            dist.all_to_all_single(a2a, x)                      # even split: each peer sends what this rank sends
+            dist.all_to_all_single(a2a, x)                      # even split: each peer sends this rank its own chunk
             dist.send(x, dst=0)
             dist.recv(x, src=0)
             with dist._coalescing_manager(async_ops=True) as cm:    # as FSDP2 and DDP issue them
@@ -44,7 +44,7 @@ def test_every_collective_completes_alone_and_is_recorded(monkeypatch):
         assert x.tolist() == [0.0, 1.0, 2.0, 3.0]
         assert gathered.tolist() == [0.0, 1.0, 2.0, 3.0] * 4
         assert [p.tolist() for p in parts] == [[0.0, 1.0, 2.0, 3.0]] * 2
-        assert out.tolist() == [7.0] and a2a.tolist() == [0.0, 1.0, 2.0, 3.0]
+        assert out.tolist() == [7.0] and a2a.tolist() == [3.0] * 4   # x[RANK] from each of the 4
         everyone = [0, 1, 2, 3]
         assert _collectives(est) == [
             ("all_reduce", 16, everyone), ("all_gather", 64, everyone), ("all_gather", 32, [1, 3]),

@@ -76,11 +76,14 @@ def test_threads_on_different_cores_match_cpu():
 DAEMON_TRAINING = """
 import atexit, sys, threading, time, torch
 
+trained = threading.Event()   # set once the thread has run neuron work: what makes it a target
+
 def train():
     m = torch.nn.Linear(16, 16).to("neuron:1")
     x = torch.randn(8, 16, device="neuron:1")
     while True:
         m(x).sum().backward()
+        trained.set()
 
 def idle():
     time.sleep(3600)
@@ -110,7 +113,7 @@ atexit.register(after_exit_hook)
 state["train"] = threading.Thread(target=train, daemon=True)
 state["idle"] = threading.Thread(target=idle, daemon=True)
 state["train"].start(); state["idle"].start()
-time.sleep(0.5)
+assert trained.wait(600), "the training thread never ran a step"   # no fixed sleep: load can slow its start
 from torch_neuronx.runtime import _exit_guard as exit_guard
 with case("only the neuron thread is a target"):
     assert exit_guard.neuron_daemon_threads() == [state["train"]], exit_guard.neuron_daemon_threads()

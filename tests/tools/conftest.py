@@ -52,6 +52,25 @@ def stop_worker(proc: subprocess.Popen) -> None:
     proc.wait(timeout=60)
 
 
+def samples_around_work(runtime_dir, pid: int, deadline_s: float = 300.0):
+    """Two samples of the runtime folder with ops of `pid` on neuron:0 between them. A fixed sleep
+    between the samples is not enough on a loaded host (the worker may not run at all in it); this
+    waits for the work itself, and only a worker that hangs reaches the deadline."""
+    from torch_neuronx.tools.api.collector import take_sample
+
+    def ops(sample):
+        entry = sample.processes.get(pid)
+        return entry.devices.get(0, {}).get("ops", 0) if entry else 0
+
+    before = take_sample(runtime_dir)
+    end = time.monotonic() + deadline_s
+    while True:
+        time.sleep(0.3)
+        after = take_sample(runtime_dir)
+        if ops(after) > ops(before) or time.monotonic() > end:
+            return before, after
+
+
 @pytest.fixture(scope="session")
 def runtime_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("neuron-runtime")
@@ -60,7 +79,7 @@ def runtime_dir(tmp_path_factory):
 @pytest.fixture(scope="module")   # one per tools file: a session-scoped one ran (busy) until its xdist worker ended
 def worker(runtime_dir):
     proc = start_worker(runtime_dir)
-    time.sleep(0.3)  # let it run some ops
+    samples_around_work(runtime_dir, proc.pid)  # it has run ops (and says so in its runtime file)
     yield proc
     stop_worker(proc)
 

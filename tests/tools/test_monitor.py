@@ -2,19 +2,18 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
 from torch_neuronx.tools import monitor
-from torch_neuronx.tools.api.collector import take_sample
 from torch_neuronx.tools.api.devices import instance_view
+
+from .conftest import samples_around_work
 
 
 def test_report_schema_and_worker_values(worker, runtime_dir):
-    before = take_sample(runtime_dir)
-    time.sleep(0.3)
-    report = monitor.build_report(instance_view(), before, take_sample(runtime_dir))
+    before, after = samples_around_work(runtime_dir, worker.pid)
+    report = monitor.build_report(instance_view(), before, after)
     assert set(report) == {"neuron_runtime_data", "system_data", "instance_info", "neuron_hardware_info"}
     rt = next(r for r in report["neuron_runtime_data"] if r["pid"] == worker.pid)
     assert set(rt["report"]) == {"neuroncore_counters", "execution_stats", "memory_used",

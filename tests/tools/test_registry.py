@@ -8,9 +8,9 @@ import struct
 import torch
 
 from torch_neuronx.tools.api import registry
-from torch_neuronx.tools.api.collector import rates, take_sample
+from torch_neuronx.tools.api.collector import rates
 
-from .conftest import launch_worker, stop_worker, wait_ready
+from .conftest import launch_worker, samples_around_work, stop_worker, wait_ready
 
 
 def test_worker_publishes_memory_ops_and_busy_time(worker, runtime_dir):
@@ -24,10 +24,7 @@ def test_worker_publishes_memory_ops_and_busy_time(worker, runtime_dir):
     assert e.devices[1]["reserved"] >= e.devices[1]["allocated"]
     assert e.devices[0]["allocated"] >= 256 * 256 * 4
     assert e.devices[0]["ops"] > 0 and e.devices[0]["busy_ns"] > 0
-    before = take_sample(runtime_dir)
-    import time
-    time.sleep(0.3)
-    after = take_sample(runtime_dir)
+    before, after = samples_around_work(runtime_dir, worker.pid)
     rate = next(r for r in rates(before, after) if r.entry.pid == worker.pid)
     core0 = next(c for c in rate.cores if c.local == 0)
     assert core0.ops > 0 and 0 < core0.utilization <= 100

@@ -9,6 +9,8 @@ raises (fallback execution off); `vec_isa_ok()` says whether Inductor's vector I
 Every graph the backend produces is recorded (`compiled_graphs()`, a `GraphRecord` each: its cause,
 size, cache key and warm-cache state; `count_graph_flops(who, on)` asks for FLOPs too): what
 torch_neuronx.metrics and a plan's compile budget report.
+`run_rng_ops_under(mode_class)` lets the RNG ops of activation checkpointing inside compiled graphs
+run under a TorchDispatchMode (the cost model's and the dry run's modes register theirs).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from ._options import get_model_name, get_rank, set_model_name
 
 __all__ = ["NeuronCompileError", "get_dynamo_metrics", "get_model_name", "get_rank", "neuron_backend", "register",
            "reset_dynamo_metrics", "set_model_name", "vec_isa_ok", "GraphRecord", "compiled_graphs",
-           "compiled_graph_count", "count_graph_flops"]
+           "compiled_graph_count", "count_graph_flops", "run_rng_ops_under"]
 
 
 def __getattr__(name: str):
@@ -44,6 +46,15 @@ def vec_isa_ok() -> bool:
     from ._vec_isa import all_advertised_valid
 
     return all_advertised_valid()
+
+
+def run_rng_ops_under(mode_class) -> None:
+    """Let torch's RNG higher-order ops (`run_and_save_rng_state`, `run_with_rng_state`: the
+    recomputed region of activation checkpointing inside a compiled graph) run under the
+    TorchDispatchMode class `mode_class`; the op inside them is seen by the mode (_rng_hops.py)."""
+    from ._rng_hops import run_under
+
+    run_under(mode_class)
 
 
 def register() -> None:

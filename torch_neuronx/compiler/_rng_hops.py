@@ -73,3 +73,30 @@ def register() -> None:
         run_with_rng_state.py_kernels[DispatchKey.BackendSelect] = with_select
     for hop in (run_and_save_rng_state, run_with_rng_state):
         hop._dispatch_cache.clear()
+
+
+def run_under(mode_cls) -> None:
+    """Run the two RNG ops under the TorchDispatchMode class `mode_cls` (the cost model's and the dry
+    run's modes, which see every op of a compiled graph's wrapper): a higher-order op meets a mode
+    before any device kernel, and without a rule for it stops the program. On neuron the op inside
+    runs under the mode again, so the mode sees it like the graph's other ops; on any other device
+    the op goes on past the mode (the next mode or the device's own rule)."""
+    require("torch_neuronx.compiler._rng_hops.run_under (torch._prims.rng_prims' RNG ops under a mode)", WRITTEN_FOR)
+    from torch._prims import rng_prims
+    from torch._prims.rng_prims import run_and_save_rng_state, run_with_rng_state
+
+    def save(mode, op, *args, **kwargs):
+        if rng_prims.get_device(args, kwargs) != DEVICE:
+            return run_and_save_rng_state(op, *args, **kwargs)   # the mode is popped while this runs
+        with mode:
+            return _save_state(op, *args, **kwargs)
+
+    def run_with(mode, rng_state, op, *args, **kwargs):
+        if rng_prims.get_device(args, kwargs) != DEVICE:
+            return run_with_rng_state(rng_state, op, *args, **kwargs)
+        with mode:
+            return _run_with_state(rng_state, op, *args, **kwargs)
+
+    if mode_cls not in run_and_save_rng_state.python_key_table:
+        run_and_save_rng_state.py_impl(mode_cls)(save)
+        run_with_rng_state.py_impl(mode_cls)(run_with)

@@ -26,7 +26,7 @@ Layout: hardware.py (per-logical-core view of `neuron_hardware`), assumptions.py
 overridable), _costs.py (the one cost registry) and _builtin_costs.py (its built-in entries),
 _formulas.py (FLOPs, bytes, engines), _ops.py (per-op roofline), _decompose.py (ops
 without a formula costed from their decomposition), _graphs.py (compiled
-graphs as fused programs), collectives.py (c10d), _mode.py (the dispatch mode), recorders.py (the
+graphs as fused programs), collectives.py (c10d), moe.py (mixture-of-experts layers as NxD Inference runs them), _mode.py (the dispatch mode), recorders.py (the
 stack of active recorders each cost is delivered to), _report.py,
 aten_schema.py (ATen schema and storage reading, shared with the planner and numerics). See docs/estimate.md.
 """
@@ -35,7 +35,7 @@ from __future__ import annotations
 import sys
 import types
 
-from . import assumptions, aten_schema, collectives, roofline
+from . import assumptions, aten_schema, collectives, moe, roofline
 from ._api import Estimate, estimate
 from ._costs import Cost, Engine, register_cost
 from ._formulas import UnmodelledOpError
@@ -43,7 +43,7 @@ from .hardware import Hardware, hardware
 from ._ops import OpEstimate, op_estimate
 
 __all__ = ["Cost", "Engine", "Estimate", "Hardware", "OpEstimate", "UnmodelledOpError", "assumptions", "aten_schema",
-           "collectives", "estimate", "hardware", "op_estimate", "register_cost", "roofline"]
+           "collectives", "estimate", "hardware", "moe", "op_estimate", "register_cost", "roofline"]
 
 
 class _CallableModule(types.ModuleType):

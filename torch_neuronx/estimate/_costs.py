@@ -188,3 +188,11 @@ def _check_signature(fn: Callable, targets) -> None:
     if not any(p.name == "out_val" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         raise TypeError(f"register_cost({targets!r}): the formula {fn.__qualname__} must accept the result "
                         f"as the keyword out_val (def f(*args, out_val=None, **kwargs)).")
+
+
+def stated_bytes(func, args, kwargs, out) -> int | None:
+    """The HBM bytes a registered cost of `func` states for this call, or None (no registered cost, or
+    one that leaves the bytes to the call's tensors)."""
+    if not isinstance(entry(func), Formula):
+        return None
+    return registered_cost(func, args, kwargs, out).bytes

@@ -8,7 +8,8 @@ Inductor's scheduler fuses them, approximately:
 - every other op between two of them, in the same phase (forward or backward), is fused into one
   kernel (Inductor fuses pointwise and reduction ops, and views cost nothing);
 - a kernel moves only the tensors it reads that another kernel (or the caller) produced, and the
-  tensors it produces that another kernel, the backward or the caller uses.
+  tensors it produces that another kernel, the backward or the caller uses; an op whose registered
+  cost states its bytes (`Cost(bytes=...)`, a kernel's own DMA traffic) moves those.
 Each kernel's time is max(its engine work, its boundary bytes / HBM bandwidth); the program adds
 one launch (assumption graph_launch_s) for the forward graph and one for the backward graph.
 Ignored: Inductor's exact fusion decisions (it may split a group, or fuse epilogues into matmuls),
@@ -26,6 +27,7 @@ from torch.utils._pytree import tree_flatten
 
 from . import _formulas as formulas, recorders
 from .hardware import Hardware
+from ._costs import stated_bytes
 from ._ops import op_estimate, roofline_terms
 from ._subclasses import defer_to_subclass
 
@@ -186,6 +188,10 @@ def program(calls, out_keys, hw: Hardware, name: str) -> dict[str, GraphEstimate
             kd["tensor_parts"] = tuple(x + y for x, y in zip(kd.get("tensor_parts", (0.0, 0.0, 0.0)), parts))
         kd["flops"] += e.flops
         kd["cats"][e.category] = kd["cats"].get(e.category, 0) + 1
+        if kd["boundary"]:
+            stated = stated_bytes(func, a, k, o)
+            if stated is not None:   # a registered cost that states its HBM traffic (a kernel's own DMA)
+                kd["stated_bytes"] = stated
         for i, t in enumerate(formulas.tensors((a, k))):
             if producer.get(_key(t)) != kern:
                 kd["reads"].add(_key(t))
@@ -209,7 +215,8 @@ def program(calls, out_keys, hw: Hardware, name: str) -> dict[str, GraphEstimate
         terms = []
         for kd in mine:
             partial = kd.get("partial", {})
-            nbytes = sum(partial.get(x, size[x]) for x in kd["reads"] | kd["writes"])
+            nbytes = kd["stated_bytes"] if "stated_bytes" in kd else \
+                sum(partial.get(x, size[x]) for x in kd["reads"] | kd["writes"])
             mem = nbytes / bw
             g.bytes += nbytes
             g.compute_s += kd["compute"]

@@ -11,6 +11,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from ..compiler import run_rng_ops_under
 from . import _eager as eager, _fallbacks as fallbacks, _formulas as formulas, recorders
 from ._ops import op_estimate
 from ._subclasses import defer_to_subclass
@@ -97,3 +98,7 @@ def _cost_and_deliver(receivers, func, args, kwargs, out) -> None:
         sync = fallback is not None or eager.is_host_sync(func, args, kwargs, out)
         for r in group:
             r.take_op(e, func, args, kwargs, out, devices[r.include_fake], sync)
+
+
+# activation checkpointing inside compiled graphs calls torch's RNG higher-order ops: run them here
+run_rng_ops_under(EstimateMode)

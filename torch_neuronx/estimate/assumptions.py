@@ -88,11 +88,29 @@ class Assumptions:
     # tensor one op of the run produces and the next reads never makes the HBM round trip.
     # 1: on (unless torch.use_deterministic_algorithms is set); 0: every op its own kernel.
     eager_fusion: float = 1.0
+    # Mixture-of-experts layers as NxD Inference runs them (estimate/moe.py, docs/moe.md). Sources:
+    # NeuronX Distributed's modules/moe (model_utils.py defaults, expert_mlps_v2.py's forward) and the
+    # NxD Inference guide "Deep dive: Explore Mixture of Experts (MoE) inference support for Neuron".
+    # Tokens per block of the blockwise context-encoding kernel: DEFAULT_BLOCK_SIZE = 512.
+    moe_block_size: float = 512
+    # Token generation loads only the routed experts while tokens x top_k / experts is below this
+    # (DEFAULT_SELECTIVE_LOADING_THRESHOLD = 1.0), else every expert of the rank.
+    moe_selective_loading_threshold: float = 1.0
+    # The blockwise kernel's DMA skipping, off by default (DEFAULT_SKIP_MODE = (False, False)):
+    # 1 skips the padded token rows of a block; 1 reuses an expert's weights across its consecutive
+    # blocks instead of loading them for every block.
+    moe_skip_dma_token: float = 0.0
+    moe_skip_dma_weight: float = 0.0
+    # The kernel loops over all N provisioned blocks, padded ones included (use_shard_on_block_dynamic_while
+    # and use_shard_on_intermediate_dynamic_while default False); 1: the dynamic-while kernels' early
+    # exit, only the blocks that hold tokens run.
+    moe_skip_padded_blocks: float = 0.0
 
 
 DEFAULTS = Assumptions()
 NAMES = tuple(f.name for f in fields(Assumptions))
-SWITCHES = ("eager_async", "eager_fusion")
+SWITCHES = ("eager_async", "eager_fusion", "moe_skip_dma_token", "moe_skip_dma_weight", "moe_skip_padded_blocks")
+COUNTS = ("moe_block_size",)   # whole numbers >= 1
 
 
 def _bad(source: str, message: str) -> env.NeuronEnvironmentError:
@@ -115,6 +133,8 @@ def merge(base: Assumptions, values: dict, source: str) -> Assumptions:
             raise _bad(source, f"{name}={raw!r} is a bandwidth: use a value > 0")
         if name.endswith("_efficiency") and not (0 < value <= 1):
             raise _bad(source, f"{name}={raw!r} is an efficiency: use a value in (0, 1]")
+        if name in COUNTS and (value < 1 or value != int(value)):
+            raise _bad(source, f"{name}={raw!r} is a count: use a whole number >= 1")
         if name in SWITCHES and value not in (0.0, 1.0):
             raise _bad(source, f"{name}={raw!r} is a switch: use 1 (on) or 0 (off)")
         changes[name] = value

@@ -22,6 +22,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
+from ..compiler import run_rng_ops_under
 from .. import kernels
 from ..estimate.aten_schema import is_view, storage_bytes, written_tensors
 from . import _syncs as syncs
@@ -232,3 +233,7 @@ class DryRunMode(TorchDispatchMode):
             if 0 < storage_bytes(t) < zero_below:
                 t.zero_()
         return out
+
+
+# activation checkpointing inside compiled graphs calls torch's RNG higher-order ops: run them here
+run_rng_ops_under(DryRunMode)

@@ -75,4 +75,26 @@ def train_layout_lines(report: dict) -> list[tuple[str, str]]:
                      "loss)" if report["sequence_parallel"] else report["sequence_parallel_note"]))
     if report.get("kv_head_copies", 1) > 1:
         rows.append(("KV heads", f"replicated x{report['kv_head_copies']} ({report['kv_heads_per_rank']} per TP rank)"))
+    return rows + train_model_lines(report)
+
+
+def train_model_lines(report: dict) -> list[tuple[str, str]]:
+    """What a `train` plan ran beyond the layout: the task, padding, recomputation, compiled graphs."""
+    rows = []
+    if report.get("task") and report["task"] != "causal-lm":
+        extra = f", {report['image_size']} px images" if report.get("image_size") else ""
+        rows.append(("task", f"{report['task']} ({report['auto_class']}{extra}, {report['seq_len']:,} tokens "
+                             f"per sample)"))
+    vocab = report.get("vocab_padded")
+    if vocab:
+        rows.append(("vocabulary", f"{vocab['vocab_size']:,} padded to {vocab['padded_to']:,} so TP {report['tp']} "
+                     f"divides it, as Megatron-LM pads it (--make-vocab-size-divisible-by); the padded rows are "
+                     f"computed and stored"))
+    if report.get("activation_recompute") not in (None, "none"):
+        rows.append(("activation recompute", "full (every layer checkpointed)" if report["activation_recompute"] == "full"
+                     else "selective (the attention core recomputed, the linear layers' activations kept)"))
+    graphs = report.get("compiled_graphs")
+    if graphs:
+        rows.append(("compiled graphs", f"{graphs['graphs_compiled']} compiled, {graphs['distinct_graphs_in_step']} "
+                     f"run in the step, {graphs['recompilations']} recompilations, {graphs['graph_breaks']} breaks"))
     return rows

@@ -10,12 +10,15 @@ FakeProcessGroup for its questions about splitting and coalescing.
 
 What each collective leaves in memory (the same rules as torch's FakeProcessGroup):
 - untouched: all_reduce (and coalesced), reduce, reduce_scatter(_tensor) (and coalesced),
-  broadcast, all_to_all(_single), gather, scatter, send, recv, barrier. Outputs keep whatever bytes
+  broadcast, all_to_all, uneven all_to_all_single, gather, scatter, send, recv, barrier. Outputs keep whatever bytes
   they had, so nothing is read or written: with phantom device memory no page is ever touched.
 - all_gather, all_gather_into_tensor (and coalesced): every chunk of the output receives this
   rank's input ("all ranks hold what I hold"), which keeps DeviceMesh's checks and
   `all_gather_object` working. The copy runs only on tensors with real bytes behind them
   (CPU tensors always; neuron tensors when device memory is not phantom).
+- all_to_all_single split evenly (MoE token counts per destination): every chunk of the output
+  receives this rank's own chunk of the input (each peer runs this program and sends this rank
+  what this rank sends itself), on tensors with real bytes behind them.
 Shape and size checks are NCCL's (the same as the real group's), so a call that would fail on
 Trainium fails here too.
 """
@@ -182,12 +185,14 @@ class DryRunProcessGroup(NeuronGroupIdentity, dist.ProcessGroup):
         return self._done(output_tensors)
 
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):
-        # Every rank runs this rank's program, so each peer sends what this rank sends: an even
-        # exchange (MoE token counts) receives this rank's own row per peer. Uneven splits keep
-        # their (phantom) data.
+        # Every rank runs this rank's program, so each peer sends this rank what this rank sends
+        # itself: an even exchange (MoE token counts per destination) receives this rank's own
+        # chunk from every peer (a busy expert on this rank receives its load from all of them).
+        # Uneven splits keep their (phantom) data.
         if not output_split_sizes and not input_split_sizes and output.shape == input.shape \
-                and memory.backed(output) and memory.backed(input):
-            output.copy_(input)
+                and memory.backed(output) and memory.backed(input) and input.numel() % self.size() == 0:
+            mine = input.reshape(self.size(), -1)[self.rank()]
+            output.reshape(self.size(), -1).copy_(mine.expand(self.size(), -1))
         return self._done([output])
 
     alltoall_base = all_to_all_single

@@ -31,6 +31,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", help="write the report here")
     p.add_argument("--real", action="store_true",
                    help="run for real instead of a dry run: every byte is allocated on this host (tiny configs)")
+    p.add_argument("--routing", default=None,
+                   help="MoE configs: where the routers send tokens: balanced (default), skewed=S (the busiest "
+                        "expert takes S x its balanced share) or a JSON histogram file of tokens per expert")
     command.add_view_arguments(p)
 
 
@@ -65,6 +68,18 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sequence-parallel", action=argparse.BooleanOptionalAction, default=True,
                    help="with --tp: norms and residuals on 1/TP of the sequence and a vocabulary-parallel loss, "
                         "as NxD Training runs TP (default on)")
+    p.add_argument("--task", default="auto",
+                   help="what the model trains as: causal-lm, masked-lm (BERT-style pretraining), "
+                        "image-classification (ViT-style), or auto (from the config; default)")
+    p.add_argument("--activation-recompute", default=None,
+                   help="none, full (every layer checkpointed; what --gradient-checkpointing turns on) or "
+                        "selective (Megatron's: only the attention core recomputed)")
+    p.add_argument("--make-vocab-size-divisible-by", type=int, default=None, metavar="N",
+                   help="pad the vocabulary to a multiple of N x TP, as Megatron-LM's flag of that name (default: "
+                        "Megatron's 128 x TP when TP does not divide the vocabulary, else no padding)")
+    p.add_argument("--torch-compile", action="store_true",
+                   help="run the model as torch.compile(backend='neuron', dynamic=False), as the Trainer's "
+                        "--torch_compile true does on neuron")
 
 
 def _prepare(args, prog: str):
@@ -99,7 +114,7 @@ def _plan_eager(args, layout, config) -> tuple[dict, str, list[tuple[str, str]]]
     report = plan_generate(config, layout, batch=args.batch, input_tokens=args.input_tokens,
                            output_tokens=args.output_tokens, dtype=getattr(torch, args.dtype),
                            prefill_chunk_size=args.prefill_chunk_size, compile=args.compile,
-                           dry_run=not args.real)
+                           dry_run=not args.real, routing=args.routing)
     report["mode"] = "compiled (decode step: torch.compile, backend neuron)" if args.compile else "eager"
     rows = [("TTFT", fmt(report["ttft_ms"], " ms")), ("per output token", fmt(report["tpot_ms"], " ms")),
             ("output tokens/s (one TP group)", fmt(report["output_tokens_per_s"])),
@@ -135,10 +150,15 @@ def run_train(args) -> int:
             report = plan_train(config, layout, micro_batch=args.micro_batch, global_batch=args.global_batch,
                                 seq_len=args.seq_len, dtype=getattr(torch, args.dtype),
                                 gradient_checkpointing=args.gradient_checkpointing, dry_run=not args.real,
-                                zero1=args.zero1, sequence_parallel=args.sequence_parallel)
+                                zero1=args.zero1, sequence_parallel=args.sequence_parallel, task=args.task,
+                                activation_recompute=args.activation_recompute, torch_compile=args.torch_compile,
+                                make_vocab_size_divisible_by=args.make_vocab_size_divisible_by,
+                                routing=args.routing)
         except (LayoutError, ValueError) as err:
             command.fail(prog, str(err))
-        report["mode"] = "eager"   # plan train runs the model's ops one by one
+        # eager: the model's ops one by one; compiled: its forward and backward as neuron graphs
+        report["mode"] = ("compiled (torch.compile, backend neuron; optimizer step eager)" if args.torch_compile
+                          else "eager")
     rows = [("step time", fmt(report["step_time_s"], " s")), ("tokens/s", fmt(report["tokens_per_s"])),
             ("sequences/s", fmt(report["sequences_per_s"])), ("MFU", fmt(report["mfu"], "%", 100, 3)),
             ("gradient accumulation", plural(report["grad_accum_steps"], "micro-step")),

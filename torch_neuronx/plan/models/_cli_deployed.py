@@ -26,7 +26,8 @@ def add_deployed_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-model-len", type=int, default=None,
                    help="deployed: tokens the static KV cache holds per sequence (default: input + output tokens)")
     p.add_argument("--buckets", type=_buckets, default=None,
-                   help="deployed: prefill buckets, e.g. 128,512,2048 (default: powers of two from 128)")
+                   help="deployed: prefill buckets, e.g. 128,512,2048 (default: NxD Inference's, powers of two "
+                        "from 128 and the max length)")
     p.add_argument("--full-depth", action="store_true",
                    help="deployed: compile every layer instead of extrapolating from 1- and 2-layer probes")
     p.add_argument("--sequence-parallel", action="store_true",
@@ -58,8 +59,28 @@ def _rows(report: dict) -> list[tuple[str, str]]:
         if report["concurrency"]:
             rows += [("queueing before prefill", fmt(report["queue_wait_ms"], " ms")),
                      ("device time in prefill", fmt(report["prefill_share"], "%", 100, 3))]
+        rows += _moe_rows(report.get("moe"))
         rows += [(f"assumption `{name}`", text) for name, text in report["assumptions_serving"].items()]
     rows += deployed_layout_lines(report)
+    return rows
+
+
+def _moe_rows(moe: dict | None) -> list[tuple[str, str]]:
+    """What the routed experts cost per step, as NxD Inference runs them (docs/moe.md)."""
+    if not moe:
+        return []
+    rows = [("MoE routing", f"{moe['routing']} (busiest expert {moe['busiest_expert_load_vs_balanced']:.3g}x "
+                            f"its balanced load)")]
+    for name, key in (("CTE", "context_encoding"), ("TKG", "token_generation")):
+        c = moe[key]
+        how = c["algorithm"].replace("_", " ")
+        if c["algorithm"] == "blockwise":
+            how += (f", {c['blocks_run']} blocks of {c['block_size']} per layer run "
+                    f"({c['blocks_with_tokens']} hold tokens)")
+        else:
+            how += f", {c['expert_loads']} expert loads per layer"
+        rows.append((f"MoE experts in the {name} step ({moe['layers']} layers)",
+                     f"{fmt(c['seconds_all_layers'], ' ms', 1e3)}: {how}"))
     return rows
 
 
@@ -84,5 +105,5 @@ def plan_deployed_report(args, layout, config) -> tuple[dict, str, list[tuple[st
                            input_tokens=args.input_tokens, output_tokens=args.output_tokens,
                            dtype=getattr(torch, args.dtype), prefill_chunk_size=args.prefill_chunk_size,
                            max_model_len=args.max_model_len, buckets=args.buckets, full_depth=args.full_depth,
-                           sequence_parallel=args.sequence_parallel)
+                           sequence_parallel=args.sequence_parallel, routing=args.routing)
     return report, _title(report), _rows(report)

@@ -31,29 +31,33 @@ checks the extrapolation against a full-depth plan.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
+import math
 
 import torch
 
-from . import _serving as serving
-from ._build import build_causal_lm, local_bytes, padded_for_tp, parameter_count
+from . import _moe_kernel as moe_kernel, _serving as serving
+from ._build import build_causal_lm, local_bytes, padded_for_tp, padding_fields, parameter_count
 from ._layout import Layout, check_model, tp_shards_kv_heads
 from ._measure import Region
 from ._report import base_report
+from ._routing import Routing, parse as parse_routing
 from ._world import fake_world
 
-MIN_BUCKET = 128   # vLLM-Neuron's default prefill buckets: powers of two from 128 (num_batched_tokens_buckets)
+MIN_BUCKET = 128   # the smallest automatic context-encoding bucket (NxD Inference's generate_buckets(128, ...))
 
 
 def default_buckets(max_model_len: int) -> list[int]:
-    """Powers of two from 128 up to the first that holds `max_model_len` (vLLM-Neuron's default)."""
-    out, b = [], MIN_BUCKET
-    while True:
-        out.append(b)
-        if b >= max_model_len:
-            return out
-        b *= 2
+    """NxD Inference's automatic context-encoding buckets (its modules/autobucketing.py
+    `generate_buckets(128, max_length)`, serving.BUCKETS): powers of two from 128 below
+    2^round(log2(max length)), then the max length itself, so the last bucket and the static
+    cache end where the deployment's max length does."""
+    if max_model_len <= MIN_BUCKET:
+        return [max_model_len]
+    top = round(math.log2(max_model_len))   # Python's round, as NxD Inference's
+    return [2 ** i for i in range(int(math.log2(MIN_BUCKET)), top)] + [max_model_len]
 
 
 def pick_bucket(tokens: int, buckets: list[int]) -> int:
@@ -127,17 +131,38 @@ def _static_cache(config, layout: Layout, dtype, batch: int, max_len: int):
     return cache
 
 
+def _prompt_cache(config, cache, batch: int, tokens: int):
+    """The context encoding's view of the deployment's one cache: its first `batch` sequences and
+    `tokens` positions (serving.CTE_ATTENTION: NxD Inference's context encoding attends within the
+    prompt's bucket, then the token generation attends over the whole cache). Views, so nothing is
+    allocated: the prompt's keys and values land in the cache the decode steps read."""
+    from transformers import StaticCache
+
+    view = StaticCache(config=config, max_cache_len=tokens)
+    for mine, whole in zip(view.layers, cache.layers):
+        mine.keys, mine.values = whole.keys[:batch, :, :tokens], whole.values[:batch, :, :tokens]
+        mine.dtype, mine.device, mine.batch_size, mine.num_heads = whole.dtype, whole.device, batch, whole.num_heads
+        mine.k_head_dim, mine.v_head_dim = whole.k_head_dim, whole.v_head_dim
+        mine.cumulative_length = whole.cumulative_length.clone()
+        mine.is_initialized = True
+    return view
+
+
 def _probe(config, layout: Layout, dtype, cte_batch: int, bucket: int, tkg_batch: int, max_len: int,
-           position: int, graphs=("cte", "tkg"), sequence_parallel: bool = False) -> dict:
+           position: int, graphs=("cte", "tkg"), sequence_parallel: bool = False, routing=None) -> dict:
     """Build the model at this config's depth, compile the step and time one call of each of `graphs`
-    (CTE, TKG), the model sequence-parallel if asked (_sequence_parallel.py)."""
-    with fake_world(layout.tp):
+    (CTE, TKG), the model sequence-parallel if asked (_sequence_parallel.py); routed experts run as
+    NxD Inference's MoE kernels under `routing` (_moe_kernel.py)."""
+    with fake_world(layout.tp), contextlib.ExitStack() as kernels:
         region = Region(layout, "deployed probe")
         model = compiled = step = None
         out = {}
         with region:
             model = build_causal_lm(config, dtype, tp=layout.tp, sequence_parallel=sequence_parallel)
             model.eval()
+            seq_len = [1]   # tokens per sequence of the step being compiled (NxD's CTE / TKG choice)
+            out["moe_kernel"] = kernels.enter_context(moe_kernel.deployed(model, routing or Routing(),
+                                                                          lambda: seq_len[0]))
             device = torch.device("neuron", 0)
             from torch.distributed.tensor import DTensor, Replicate
 
@@ -152,7 +177,7 @@ def _probe(config, layout: Layout, dtype, cte_batch: int, bucket: int, tkg_batch
             compiled = torch.compile(step, backend="neuron", dynamic=False, fullgraph=False)
             tkg_cache = _static_cache(config, layout, dtype, tkg_batch, max_len)   # the deployment's one cache
             out["kv_cache"] = local_bytes(t for layer in tkg_cache.layers for t in (layer.keys, layer.values))
-            cte_cache = tkg_cache if cte_batch == tkg_batch else _static_cache(config, layout, dtype, cte_batch, max_len)
+            cte_cache = _prompt_cache(config, tkg_cache, cte_batch, bucket)   # the CTE attends within the prompt
 
             def inputs(cache, batch, tokens, start):
                 for layer in cache.layers:   # the cache counts what it holds: this step writes at `start`
@@ -167,6 +192,7 @@ def _probe(config, layout: Layout, dtype, cte_batch: int, bucket: int, tkg_batch
             with torch.no_grad():
                 calls = {"cte": (cte_cache, cte_batch, bucket, 0), "tkg": (tkg_cache, tkg_batch, 1, position)}
                 for name, args in ((g, calls[g]) for g in graphs):
+                    seq_len[0] = args[2]
                     with region.timed():   # both calls under the estimate: its hooks are part of Dynamo's guards
                         compiled(*inputs(*args))     # compiles
                         step_inputs = inputs(*args)  # made before the mark: the host feeds them
@@ -186,6 +212,7 @@ def _probe(config, layout: Layout, dtype, cte_batch: int, bucket: int, tkg_batch
         # Dynamo's cache holds the compiled step and through it the model: free both before the next probe
         del compiled, step
         torch._dynamo.reset()
+        kernels.close()
         if "step_transient" in out:   # the peak of the whole probe: building, or a step on top of what is held
             peak = max(build_peak, held + out["step_transient"])
             out["base"].update(peak_hbm_bytes_per_core=peak, headroom_bytes_per_core=region.capacity - peak,
@@ -226,16 +253,19 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
                   input_tokens: int = 128, output_tokens: int = 16, dtype: torch.dtype = torch.bfloat16,
                   prefill_chunk_size: int | None = None, max_model_len: int | None = None,
                   buckets: list[int] | None = None, full_depth: bool = False,
-                  sequence_parallel: bool = False) -> dict:
+                  sequence_parallel: bool = False, routing=None) -> dict:
     """Plan serving on one TP group (DP replicas, world / TP, serve their own requests); with
-    `sequence_parallel`, the CTE runs sequence-parallel (NxD Inference's `sequence_parallel_enabled`)."""
+    `sequence_parallel`, the CTE runs sequence-parallel (NxD Inference's `sequence_parallel_enabled`).
+    `routing` (a _routing.Routing or its --routing text): where the routers send tokens (MoE configs)."""
     check_arguments(batch, concurrency, input_tokens, output_tokens, prefill_chunk_size, max_model_len, buckets)
+    routing = routing if isinstance(routing, Routing) else parse_routing(routing)
     if sequence_parallel and layout.tp == 1:
         raise ValueError("--sequence-parallel splits the prompt over the TP ranks: it needs --tp 2 or more")
     original = config
     config = padded_for_tp(config, layout.tp)   # as NxD Inference compiles it
     check_model(layout, config)
     max_len = max_model_len or input_tokens + output_tokens
+    given_buckets = bool(buckets)
     buckets = sorted(buckets) if buckets else default_buckets(max_len)
     chunk = min(input_tokens, prefill_chunk_size or input_tokens)
     bucket = pick_bucket(chunk, buckets)
@@ -256,15 +286,17 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
         gc.collect()
         at_depth = _with_depth(config, d)
         if not sequence_parallel:
-            results.append(_probe(at_depth, layout, dtype, cte_batch, bucket, tkg_batch, max_len, input_tokens))
+            results.append(_probe(at_depth, layout, dtype, cte_batch, bucket, tkg_batch, max_len, input_tokens,
+                                  routing=routing))
             continue
         # NxD Inference's sequence parallelism runs in the CTE only (a decode step has one token per
         # sequence): the TKG and the memory from the model as TP shards it, the CTE from its
         # sequence-parallel build
-        plain = _probe(at_depth, layout, dtype, cte_batch, bucket, tkg_batch, max_len, input_tokens, ("tkg",))
+        plain = _probe(at_depth, layout, dtype, cte_batch, bucket, tkg_batch, max_len, input_tokens, ("tkg",),
+                       routing=routing)
         gc.collect()
         parallel = _probe(at_depth, layout, dtype, cte_batch, bucket, tkg_batch, max_len, input_tokens, ("cte",),
-                          sequence_parallel=True)
+                          sequence_parallel=True, routing=routing)
         plain["cte"] = parallel.get("cte")
         plain["sequence_parallel_cte"] = parallel["sequence_parallel"]
         plain["step_transient"] = max(plain.get("step_transient", 0), parallel.get("step_transient", 0))
@@ -291,17 +323,10 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
         report["sequence_parallel_note"] = ("off: the model is not a Llama-style decoder (q/k/v/o and gate/up/down "
                                             "projections, two RMSNorms per layer) that the sequence-parallel plan "
                                             "covers; the CTE is planned tensor-parallel")
-    if config is not original:
-        text, real = _text(config), _text(original)
-        if report.get("parameters") is not None:
-            report["parameters"] = parameter_count(original)   # the real model's, not the padded one's
-        if text.num_attention_heads != real.num_attention_heads:
-            report["attention_heads_padded"] = {
-                "heads": real.num_attention_heads, "padded_to": text.num_attention_heads,
-                "kv_heads": getattr(real, "num_key_value_heads", None) or real.num_attention_heads,
-                "kv_padded_to": text.num_key_value_heads}
-        if text.vocab_size != real.vocab_size:
-            report["vocab_padded"] = {"vocab_size": real.vocab_size, "padded_to": text.vocab_size}
+    # the real model's count (meta device): not the padded one's, not a depth probe's, and stated
+    # when the model did not fit
+    report["parameters"] = parameter_count(original)
+    report.update(padding_fields(original, config))
     replicas = layout.world_size // layout.tp
     report.update({
         "mode": "deployed", "serving": "continuous batching" if concurrency else "static batch",
@@ -318,7 +343,11 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
         "context_encoding": {"bucket_tokens": bucket, "batch": cte_batch, **fig["cte"]},
         "token_generation": {"batch": tkg_batch, "kv_cache_tokens": max_len, **fig["tkg"]},
     }
-    report["assumptions_serving"] = serving.assumptions(bool(concurrency))
+    report["assumptions_serving"] = serving.assumptions(bool(concurrency), default_buckets=not given_buckets)
+    moe = moe_kernel.report_section(fig.get("moe_kernel"), original, routing, (cte_batch * bucket, bucket),
+                                    (tkg_batch, 1), report["graphs"], layout)
+    if moe:
+        report["moe"] = moe
     if concurrency:
         figures = serving.continuous(steps, concurrency, input_tokens, output_tokens, chunk)
     else:

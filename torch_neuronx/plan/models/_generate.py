@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from . import _routing as moe_routing
 from .. import _progress as progress
 from ._build import build_causal_lm, local_bytes
 from ._layout import Layout, check_model
@@ -19,9 +20,11 @@ from ._world import fake_world
 
 def plan_generate(config, layout: Layout, *, batch: int = 1, input_tokens: int = 128, output_tokens: int = 16,
                   dtype: torch.dtype = torch.bfloat16, prefill_chunk_size: int | None = None,
-                  compile: bool = False, dry_run: bool = False) -> dict:
-    """Plan one `generate()` call on one TP group; DP replicas (world / TP) serve their own batches."""
+                  compile: bool = False, dry_run: bool = False, routing=None) -> dict:
+    """Plan one `generate()` call on one TP group; DP replicas (world / TP) serve their own batches.
+    `routing`: where a MoE config's routers send tokens (_routing.py; balanced by default)."""
     check_model(layout, config)
+    routing = moe_routing.as_routing(routing)
     if batch < 1 or input_tokens < 1 or output_tokens < 1:
         raise ValueError(f"--batch, --input-tokens and --output-tokens must be >= 1, got "
                          f"{batch}, {input_tokens}, {output_tokens}")
@@ -37,6 +40,8 @@ def plan_generate(config, layout: Layout, *, batch: int = 1, input_tokens: int =
             progress.stage("building the model and sharding it" if layout.tp > 1 else "building the model")
             model = build_causal_lm(config, dtype, tp=layout.tp)
             model.eval()
+            if not compile:   # a compiled decode step keeps the router's own choices
+                moe_routing.install(model, routing)
 
             vocab = getattr(config, "vocab_size", None) or config.get_text_config().vocab_size
             ids = torch.randint(0, vocab, (batch, input_tokens), device="neuron:0")

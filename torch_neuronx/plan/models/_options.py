@@ -21,6 +21,15 @@ def _from_args(cls, args: argparse.Namespace):
     return cls(**{f.name: vars(args)[f.name] for f in fields(cls)})
 
 
+def _check_routing(spec: str | None) -> None:
+    from ._routing import parse
+
+    try:
+        parse(spec)
+    except ValueError as err:
+        raise OptionsError(str(err)) from None
+
+
 @dataclass(frozen=True)
 class _Plan:
     """What `generate` and `train` share (_cli.py's `_common` flags). `layout` (not a field: derived
@@ -87,10 +96,30 @@ class TrainOptions(_Plan):
     gradient_checkpointing: bool
     sequence_parallel: bool = True   # with TP, as NxD Training runs it (_cli.py: --no-sequence-parallel)
     cp: int = 1                      # context parallelism (_context_parallel.py)
+    routing: str | None = None       # MoE: where the routers send tokens (_routing.py; default balanced)
+    task: str = "auto"               # _tasks.py
+    activation_recompute: str | None = None   # none | full | selective (_recompute.py)
+    make_vocab_size_divisible_by: int | None = None   # Megatron's flag (_build.training_vocab_multiple)
+    torch_compile: bool = False      # _train_compile.py
 
     COMMAND = "train"
 
     def __post_init__(self) -> None:
+        _check_routing(self.routing)
+        from ._recompute import MODES
+        from ._tasks import TASKS
+
+        if self.task not in TASKS:
+            raise OptionsError(f"--task {self.task!r} is not a task plan train runs; use one of: {', '.join(TASKS)}")
+        if self.activation_recompute is not None and self.activation_recompute not in MODES:
+            raise OptionsError(f"--activation-recompute {self.activation_recompute!r} is not a recomputation mode; "
+                               f"use one of: {', '.join(MODES)}")
+        if self.gradient_checkpointing and self.activation_recompute not in (None, "full"):
+            raise OptionsError(f"--gradient-checkpointing is --activation-recompute full, but "
+                               f"--activation-recompute {self.activation_recompute} was given too; pass one of them")
+        if self.make_vocab_size_divisible_by is not None and self.make_vocab_size_divisible_by < 1:
+            raise OptionsError(f"--make-vocab-size-divisible-by must be a positive integer, got "
+                               f"{self.make_vocab_size_divisible_by}")
         if self.zero1 and self.fsdp > 1:
             from ._train import zero1_check
 
@@ -121,10 +150,12 @@ class GenerateOptions(_Plan):
     buckets: list | None
     full_depth: bool
     sequence_parallel: bool = False   # deployed: the CTE sequence-parallel (_cli_deployed.py)
+    routing: str | None = None        # MoE: where the routers send tokens (_routing.py; default balanced)
 
     COMMAND = "generate"
 
     def __post_init__(self) -> None:
+        _check_routing(self.routing)
         if self.mode == "deployed":
             from ._deployed import check_arguments
 

@@ -42,13 +42,22 @@ SCHEDULE = ("N requests always in flight (closed loop); prefill and decode in se
 HOST = ("the host's token read-back is off the device's critical path (vLLM-Neuron's async scheduler "
         "prepares step k+1 while step k runs): no host sync is charged per step")
 CHUNKS = "every prefill chunk runs the graph of the chunk's bucket (the last chunk padded to it)"
-CTE_ATTENTION = ("the CTE's attention spans the whole static cache, as transformers' StaticCache attends "
-                 "(NxD Inference's context encoding attends within the prompt: pessimistic for a long cache)")
+CTE_ATTENTION = ("the CTE attends within the prompt's bucket (NxD Inference's context-encoding model computes "
+                 "attention over the prompt's own keys and values, then writes them to the KV cache); the TKG "
+                 "attends over the whole static cache")
 
 
-def assumptions(continuous_batching: bool) -> dict:
+BUCKETS = ("without --buckets, the context-encoding buckets are NxD Inference's automatic ones: powers of two "
+           "from 128 below 2^round(log2(max length)), then the max length itself (neuronx-distributed-inference "
+           "modules/autobucketing.py, generate_buckets), so the static KV cache holds the max length, not the "
+           "next power of two")
+
+
+def assumptions(continuous_batching: bool, default_buckets: bool = False) -> dict:
     """The named serving assumptions a deployed plan rests on."""
     named = {"host": HOST, "chunks": CHUNKS, "cte_attention": CTE_ATTENTION}
+    if default_buckets:
+        named["buckets"] = BUCKETS
     if continuous_batching:
         named["schedule"] = SCHEDULE
     return named

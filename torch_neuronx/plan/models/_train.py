@@ -12,9 +12,14 @@ import torch
 
 from . import _context_parallel as context_parallel
 from . import _pipeline as pipeline
+from . import _recompute as recompute
+from . import _routing as moe_routing
 from . import _sequence_parallel as seq_parallel
+from . import _tasks as tasks
+from . import _train_compile as train_compile
 from .. import _progress as progress
-from ._build import build_causal_lm, local_bytes, parameter_count
+from ._build import (build_causal_lm, local_bytes, padded_for_tp, padding_fields, parameter_count,
+                     training_vocab_multiple)
 from ._layout import Layout, check_batch, check_model
 from ._measure import Region
 from ._report import base_report
@@ -169,14 +174,32 @@ def _zero1_state_by_rank(optimizer) -> list[int]:
 
 def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: int | None = None,
                seq_len: int = 128, dtype: torch.dtype = torch.bfloat16, gradient_checkpointing: bool = False,
-               dry_run: bool = False, zero1: bool = False, sequence_parallel: bool = True) -> dict:
+               dry_run: bool = False, zero1: bool = False, sequence_parallel: bool = True, task: str = "auto",
+               activation_recompute: str | None = None, make_vocab_size_divisible_by: int | None = None,
+               torch_compile: bool = False, routing=None) -> dict:
     """Plan one optimizer step of `layout` (rank 0 stands for every rank of its stage).
     `zero1`: the optimizer state is sharded over the DP replicas. With `layout.pp` > 1 the last
     pipeline stage runs (_pipeline.py) and the schedule adds the bubble and the stage transfers.
     `sequence_parallel` (default on with TP, as NxD Training runs TP): norms and residuals on
     1/TP of the sequence, a vocabulary-parallel loss (_sequence_parallel.py); off for layouts it is
-    not planned with (the report's `sequence_parallel_note` says why)."""
+    not planned with (the report's `sequence_parallel_note` says why). `task`: what the model
+    trains as (_tasks.py: causal-lm, masked-lm, image-classification; auto from the config).
+    `activation_recompute` none, full or selective (_recompute.py; `gradient_checkpointing` is
+    full). The vocabulary is padded as Megatron pads it when TP does not divide it, or to a
+    multiple of `make_vocab_size_divisible_by` x TP (_build.training_vocab_multiple).
+    `torch_compile`: the model runs as torch.compile(backend="neuron") (_train_compile.py).
+    `routing` (a _routing.Routing or its --routing text): where a MoE config's routers send tokens,
+    balanced by default."""
+    mode = recompute.check(activation_recompute or ("full" if gradient_checkpointing else "none"))
+    original = config
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    multiple = training_vocab_multiple(getattr(text, "vocab_size", None), layout.tp, make_vocab_size_divisible_by)
+    config = padded_for_tp(config, layout.tp, heads=False, vocab_multiple=multiple)
+    task = tasks.pick(config, task)
+    model_class = tasks.model_class(config, task)
+    tasks.check(config, task, layout, seq_len)
     check_model(layout, config)
+    routing = moe_routing.as_routing(routing)
     global_batch, accum = check_batch(layout, micro_batch, global_batch)
     if seq_len < 1:
         raise ValueError(f"--seq-len must be >= 1, got {seq_len}")
@@ -192,7 +215,7 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
     sp = sp_note is None and (zero1 or tp_dp)
     # the ranks whose collectives this program runs: a pipeline stage (PP outermost), or the TP group
     world = layout.tp if (zero1 and not plain_zero1) or tp_dp else layout.world_size // layout.pp
-    model = optimizer = None
+    model = optimizer = runner = metrics0 = routed = None
     with fake_world(world):
         region = Region(layout, "train")
         with region:
@@ -200,37 +223,37 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
             if plain_zero1:
                 # plain data parallelism: full replicas; gradients all-reduced after backward
                 # (the bytes DDP's buckets all-reduce; DDP itself needs a real group's futures)
-                model = build_causal_lm(stage, dtype)
+                model = build_causal_lm(stage, dtype, model_class=model_class)
             elif zero1 or tp_dp:
-                model = build_causal_lm(stage, dtype, tp=layout.tp, sequence_parallel=sp)
+                model = build_causal_lm(stage, dtype, tp=layout.tp, sequence_parallel=sp, model_class=model_class)
                 if sp and not getattr(model, "_sequence_parallel", False):
                     sp, sp_note = False, "off: not a Llama-style decoder (q/k/v/o, gate/up/down, two norms per layer)"
             else:   # FSDP shards over the FSDP x CP ranks (_context_parallel.py)
                 model = build_causal_lm(stage, dtype, tp=layout.tp, fsdp=layout.fsdp * layout.cp, dp=layout.dp,
-                                        ep=layout.ep)
+                                        ep=layout.ep, model_class=model_class)
             model.train()
-            if gradient_checkpointing:
-                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            routed = moe_routing.install(model, routing)   # the stated routing, not the placeholders' (_routing.py)
+            recompute.apply(model, mode)
+            runner = train_compile.compiled(model) if torch_compile else model
             if plain_zero1:
                 optimizer = _zero1_optimizer(model.parameters(), layout)
             elif zero1:
                 optimizer = _Zero1Shard(model.parameters(), layout.dp)
             else:
                 optimizer = _adamw(model.parameters())
-            vocab = config.get_text_config().vocab_size
-            ids = torch.randint(0, vocab, (micro_batch, seq_len), device="neuron:0")
-            labels, cp_mesh = ids, None
+            batch = tasks.inputs(config, task, micro_batch, seq_len, dtype, "neuron:0")
+            ids, labels, cp_mesh = batch.get("input_ids"), batch["labels"], None
             if layout.cp > 1:   # each rank's share of the ids and labels (_context_parallel.py)
                 context_parallel.attention_check(model)
                 cp_mesh = context_parallel.cp_mesh(layout)
-                labels = ids.clone()
+                labels = batch["labels"] = ids.clone()
             held = {"activations": 0}
 
             def step(timed: bool):
                 before = torch.neuron.memory_allocated(0)
                 with seq_parallel.loss_context(model), \
                         context_parallel.sharded_sequence(cp_mesh, ids, labels):
-                    loss = model(input_ids=ids, labels=labels).loss / accum
+                    loss = runner(**batch).loss / accum
                     if timed:   # one micro-batch's activations held for its backward (pipeline memory)
                         held["activations"] = torch.neuron.memory_allocated(0) - before
                     loss.backward()
@@ -245,17 +268,29 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
                 optimizer.zero_grad(set_to_none=True)
 
             progress.stage("training (warm-up step, estimated step)", total=2, unit="step")
-            step(False)   # warm-up: the optimizer state appears here
+            metrics0 = train_compile.metrics()
+            step(False)   # warm-up: the optimizer state appears here (and a compiled step's graphs)
             progress.update(1)
             with region.timed():
                 region.mark("step_start")
                 step(True)
                 region.mark("step_end")
         report = base_report(layout, stage, model, region, dtype, dry_run)
-        if layout.pp > 1:
-            report["parameters"] = parameter_count(config)
+        if layout.pp > 1 or config is not original or report["parameters"] is None:
+            # every stage's, the real (unpadded) model's, and stated when the model did not fit
+            report["parameters"] = parameter_count(original, model_class)
+        report.update(padding_fields(original, config))
+        tokens = tasks.tokens_per_sequence(config, task, seq_len)
+        report.update({"task": task, "auto_class": tasks.AUTO_CLASSES[task], "activation_recompute": mode,
+                       "torch_compile": torch_compile,
+                       "compiled_graphs": train_compile.graphs(metrics0, region) if torch_compile else None})
+        if task == "image-classification":
+            report["image_size"] = config.image_size
+        if routed:
+            report["moe"] = moe_routing.report_section(
+                stage, routing, micro_batch * seq_len // layout.cp // (layout.tp if layout.ep > 1 else 1), layout)
         report.update({"micro_batch": micro_batch, "global_batch": global_batch, "grad_accum_steps": accum,
-                       "seq_len": seq_len, "gradient_checkpointing": gradient_checkpointing, "zero1": zero1,
+                       "seq_len": tokens, "gradient_checkpointing": mode == "full", "zero1": zero1,
                        "sequence_parallel": sp, "sequence_parallel_note": sp_note,
                        "micro_steps_run": 2, "step_time_s": None, "tokens_per_s": None,
                        "sequences_per_s": None, "mfu": None, "flops_per_core": None, "flops_per_token": None})
@@ -279,7 +314,7 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
             if plain_zero1:
                 report["optimizer_state_bytes_by_dp_rank"] = _zero1_state_by_rank(optimizer)
             report["memory_breakdown_bytes_per_core"]["gradients"] = report["memory_breakdown_bytes_per_core"]["parameters"]
-            report.update(throughput(flops_per_core=flops, step_s=step_s, tokens_per_step=global_batch * seq_len,
+            report.update(throughput(flops_per_core=flops, step_s=step_s, tokens_per_step=global_batch * tokens,
                                      sequences_per_step=global_batch, cores=layout.world_size,
                                      peak_flops_per_core=hw.peak_flops_bf16))
             report.update({
@@ -291,7 +326,7 @@ def plan_train(config, layout: Layout, *, micro_batch: int = 1, global_batch: in
                 "roofline": region.roofline(s, e),
                 "collectives": region.collectives(s, e),
             })
-        del model, optimizer
+        del model, optimizer, runner
     return report
 
 
