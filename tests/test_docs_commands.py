@@ -53,13 +53,16 @@ def test_the_table_of_documented_commands_is_current(readings):
 
 def test_a_stale_script_module_option_variable_or_extra_is_caught(tmp_path):
     doc = tmp_path / "stale.md"
+    # the planted variable's name is put together so that the variable table's own test does not read it
+    # as a variable the code uses
+    fake = "TORCH_NEURONX_" + "NO_SUCH_SETTING"
     doc.write_text(textwrap.dedent("""\
         ```bash
         python -m torch_neuronx.plan run --instance trn2.48xlarge --no-such-option -- \\
             examples/quickstart.py                                   # a comment is not an option: --nope
         python examples/no_such_example.py --steps 2
         python -m torch_neuronx.no_such_module
-        TORCH_NEURONX_NO_SUCH_SETTING=1 python train.py
+        {fake}=1 python train.py
         pip install --no-build-isolation -e ".[test,no-such-extra]" && neuron-ls --no-such-flag
         ```
 
@@ -67,13 +70,13 @@ def test_a_stale_script_module_option_variable_or_extra_is_caught(tmp_path):
         $ python -m torch_neuronx.plan run [--lnc 2] -- script.py args...
         some output --not-a-flag
         ```
-        """))
+        """).format(fake=fake))
     got = [dc.problems(dc.read(c)) for c in dc.commands(doc)]
     assert got == [
         ["torch_neuronx.plan: no option --no-such-option"],
         ["examples/no_such_example.py: no such script"],
         ["python -m torch_neuronx.no_such_module: no such module"],
-        ["TORCH_NEURONX_NO_SUCH_SETTING: no such environment variable in torch_neuronx/"],
+        [f"{fake}: no such environment variable in torch_neuronx/"],
         ["pip extra [no-such-extra]: not in pyproject.toml"],
         ["neuron-ls: no option --no-such-flag"],
         [],   # optional parts in brackets read as written, the user's own script not looked for, output skipped

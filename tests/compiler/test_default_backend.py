@@ -26,7 +26,11 @@ def test_no_backend_on_neuron_inputs_uses_the_neuron_backend():
     out = torch.compile(elementwise)(x, y)
     assert torch.equal(out.cpu(), elementwise(x.cpu(), y.cpu()))
     metrics = torch_neuronx.get_dynamo_metrics()
-    assert metrics["graphs_compiled"] + metrics["cache_hits_memory"] + metrics["cache_hits_disk"] == 1, metrics
+    # one graph through the neuron backend: compiled (a disk-cache hit is a compile served from the disk cache,
+    # counted in both graphs_compiled and cache_hits_disk: warm when an earlier test compiled the same graph)
+    # or served from memory
+    assert metrics["graphs_compiled"] + metrics["cache_hits_memory"] == 1, metrics
+    assert metrics["cache_hits_disk"] <= metrics["graphs_compiled"], metrics
 
 
 def test_shape_change_recompiles_static_programs():

@@ -4,13 +4,10 @@ a context encoding that attends within the prompt's bucket. Dry runs of a small 
 trn2.3xlarge at LNC 1, in one process (tests/plan/moe_plans.py)."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 
 import pytest
 
+from tests.plan.moe_plans import plan_in_child
 from tests.plan.test_layout_scaling import DENSE, _save
 from torch_neuronx.plan.models._deployed import default_buckets
 
@@ -35,16 +32,7 @@ def plans(tmp_path_factory):
     specs += [{"command": "deployed", "config": dense, "layout": dict(inst, tp=2),
                "args": dict(batch=1, input_tokens=600, output_tokens=4, buckets=[1024], max_model_len=n)}
               for n in (1024, 4096)]
-    spec_path, out = tmp / "spec.json", tmp / "out.json"
-    spec_path.write_text(json.dumps(specs))
-    env = dict(os.environ, TORCH_NEURONX_DRY_RUN="1", TORCH_NEURONX_INSTANCE_TYPE="trn2.3xlarge",
-               NEURON_LOGICAL_NC_CONFIG="1", TORCH_NEURONX_DRY_RUN_REPORT=os.devnull)
-    env.pop("TORCH_NEURONX_ESTIMATE_ASSUMPTIONS", None)
-    p = subprocess.run([sys.executable, "-m", "tests.plan.moe_plans", str(spec_path), str(out)], env=env,
-                       capture_output=True, text=True, timeout=900,
-                       cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    assert p.returncode == 0, (p.stdout + p.stderr)[-4000:]
-    r = json.loads(out.read_text())
+    r = plan_in_child(specs, tmp)
     return {"default": r[0], "short": r[1], "long": r[2]}
 
 

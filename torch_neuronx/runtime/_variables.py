@@ -147,6 +147,8 @@ TORCH_NEURONX_PLAN_VERBOSE  set by `plan run -v` for the script's process
 TORCH_NEURONX_PLAN_STARTED  the plan's start time and progress lines, handed to the plan's child process
 TORCH_NEURONX_COMPAT_TEST_CRASH  test hook of the compatibility sweep
 TORCH_NEURONX_TITAN_SITE  CI: folder of TorchTitan's extra packages
+TORCH_NEURONX_REUSE_CORE  build: `1` installs around the C++ core already built in the tree (vLLM's second environment)
+TORCH_NEURONX_VLLM_VENV  CI: folder of vLLM's environment made by .ci/vllm (default .venv-vllm)
 """))
 
 BY_NAME: dict[str, Variable] = {v.name: v for v in VARIABLES}
