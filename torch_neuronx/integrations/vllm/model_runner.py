@@ -37,7 +37,7 @@ class NeuronModelRunner(CPUModelRunner):
 @contextmanager
 def _host_generators():
     """Per-request sampling generators on the host, as on vLLM's CPU platform: its sampler draws host integers
-    from them (the seeds of its Gumbel noise), so a request's seed gives the tokens it gives there."""
+    from them (its Gumbel noise starts from them), so a request's seed gives the tokens it gives there."""
     generator = torch.Generator
 
     def host_generator(device=None):
