@@ -7,7 +7,7 @@ import torch
 import torch_neuronx.metrics as metrics
 import torch_neuronx.plan as plan
 from torch_neuronx.compiler import _cache
-from torch_neuronx.plan._compile_budget import build
+from torch_neuronx.plan._compile_budget import _title, build
 
 
 def double_then_sin(x):
@@ -130,6 +130,7 @@ def test_a_smaller_last_batch_is_told_to_drop_last():
 def test_an_eager_run_has_an_empty_budget():
     budget = build([])
     assert budget["graphs"] == [] and budget["cold_compiles"] == 0 and budget["neuronx_cc_total"] is None
+    assert _title(budget) == "Compile budget: no graph compiled"   # no "time unknown for 0 graphs"
 
 
 def test_compile_only_writes_the_budget_without_running_the_step(monkeypatch, tmp_path):

@@ -213,6 +213,8 @@ HEAD = ("graph", "function", "rank", "input shapes", "FX nodes", "FLOPs", "why n
 def _title(budget: dict) -> str:
     from ._wording import plural, seconds
 
+    if not budget["graphs"]:   # an eager run: nothing for neuronx-cc, so no time to say unknown
+        return "Compile budget: no graph compiled"
     total = budget["neuronx_cc_total"]
     when = (f"estimated neuronx-cc time {seconds(total['estimate_s'])} ({seconds(total['low_s'])}-"
             f"{seconds(total['high_s'])})" if total else
