@@ -22,7 +22,8 @@ import neuron_hardware
 from torch_neuronx.plan.models import _serving as serving
 from torch_neuronx.plan.__main__ import main as plan_main
 
-ZERO_LAUNCH = "graph_launch_s=0,eager_launch_s=0,collective_launch_s=0,reduction_launch_s=0,host_sync_s=0,hbm_efficiency=1"
+ZERO_LAUNCH = ("graph_launch_s=0,eager_launch_s=0,collective_launch_s=0,reduction_launch_s=0,host_sync_s=0,"
+               "serving_host_step_s=0,hbm_efficiency=1")
 INSTANCE, LNC = "trn2.3xlarge", 2
 # matmuls of 2048 x 2048 and more (memory-bound at one token); as many KV heads as heads, so the
 # cache is read as it is stored (no grouped-query copies)
@@ -56,12 +57,12 @@ def _roofline_s(config, batch: int, cache_tokens: int = CACHE) -> float:
     return 2 * (params + kv) / _bandwidth()
 
 
-def _plan(tmp_path, config, *argv, name="plan"):
+def _plan(tmp_path, config, *argv, name="plan", assumptions=ZERO_LAUNCH):
     """The command line's dry run in a fresh process, launch costs zero: (report, printed report)."""
     folder = tmp_path / f"{name}-config"
     config.save_pretrained(folder)
     out = tmp_path / f"{name}.json"
-    env = dict(os.environ, TORCH_NEURONX_ESTIMATE_ASSUMPTIONS=ZERO_LAUNCH)
+    env = dict(os.environ, TORCH_NEURONX_ESTIMATE_ASSUMPTIONS=assumptions)
     for var in ("TORCH_NEURONX_INSTANCE_TYPE", "NEURON_LOGICAL_NC_CONFIG", "TORCH_NEURONX_DRY_RUN"):
         env.pop(var, None)
     p = subprocess.run([sys.executable, "-m", "torch_neuronx.plan", "generate", "--config", str(folder),
@@ -84,12 +85,31 @@ def test_memory_bound_ttft_and_tpot_equal_the_roofline(tmp_path):
     # the prompt fits one 16-token bucket: one CTE step, memory-bound too (16 tokens of activations),
     # attending within the bucket: it reads the 16 positions it writes, not the whole cache
     assert r["prefill_steps"] == 1 and "schedule" not in r["assumptions_serving"]   # no continuous batching
-    assert set(r["assumptions_serving"]) == {"host", "chunks", "cte_attention"}
+    assert set(r["assumptions_serving"]) == {"host", "sampling", "chunks", "cte_attention"}
     assert r["ttft_ms"] / 1e3 == pytest.approx(_roofline_s(config, batch=1, cache_tokens=IN), rel=0.10)
     cte, tkg = r["graphs"]["context_encoding"], r["graphs"]["token_generation"]
     assert tkg["graph_calls"] == cte["graph_calls"] == 1      # one compiled graph per step, sampling inside
     assert r["memory_breakdown_bytes_per_core"]["kv_cache"] == 2 * 2 * 16 * 128 * CACHE * 2
     # static batch: output tokens/s = tokens / (TTFT + (O - 1) TPOT)
+    total = r["ttft_ms"] / 1e3 + (OUT - 1) * r["tpot_ms"] / 1e3
+    assert r["output_tokens_per_s"] == pytest.approx(OUT / total)
+
+
+def test_a_padded_decode_batch_costs_the_compiled_batch_and_the_host_its_share(tmp_path):
+    """--decode-batch 4 with one live sequence: every decode step is the 4-sequence graph (weights once,
+    4 caches of 4,096 tokens), the tokens are the one sequence's; serving_host_step_s adds to each step."""
+    config = _config()
+    host = 2e-3
+    r, printed = _plan(tmp_path, config, "--decode-batch", "4",
+                       assumptions=ZERO_LAUNCH.replace("serving_host_step_s=0", f"serving_host_step_s={host}"))
+    tkg = r["graphs"]["token_generation"]
+    assert (r["decode_batch"], tkg["batch"], r["graphs"]["context_encoding"]["batch"]) == (4, 4, 1)
+    assert tkg["seconds"] == pytest.approx(_roofline_s(config, batch=4), rel=0.10)
+    assert "decode_batch" in r["assumptions_serving"] and "batch 4, 1 live, padded" in printed
+    assert r["host_step_s"] == host
+    # TPOT = t_t(4) + host; TTFT = one CTE step + host; tokens/s counts the one live sequence
+    assert r["tpot_ms"] / 1e3 == pytest.approx(tkg["seconds"] + host)
+    assert r["ttft_ms"] / 1e3 == pytest.approx(r["graphs"]["context_encoding"]["seconds"] + host)
     total = r["ttft_ms"] / 1e3 + (OUT - 1) * r["tpot_ms"] / 1e3
     assert r["output_tokens_per_s"] == pytest.approx(OUT / total)
 
@@ -161,6 +181,9 @@ def test_formulas_of_the_two_serving_modes():
     (["--mode", "eager", "--concurrency", "2"], "--concurrency plans the deployed mode"),
     (["--mode", "eager", "--sequence-parallel"], "--sequence-parallel plans the deployed mode"),
     (["--sequence-parallel"], "--sequence-parallel splits the prompt over the TP ranks: it needs --tp 2"),
+    (["--decode-batch", "0"], "--decode-batch must be a positive integer"),
+    (["--decode-batch", "2", "--concurrency", "4"], "--decode-batch 2 is smaller than the 4 sequences"),
+    (["--mode", "eager", "--decode-batch", "4"], "--decode-batch plans the deployed mode"),
 ])
 def test_bad_flags_stop_with_the_reason(argv, message, tiny_config_dir, plan_env, capsys):
     with pytest.raises(SystemExit) as stop:

@@ -105,6 +105,14 @@ class Assumptions:
     # and use_shard_on_intermediate_dynamic_while default False); 1: the dynamic-while kernels' early
     # exit, only the blocks that hold tokens run.
     moe_skip_padded_blocks: float = 0.0
+    # Serving as deployed (plan generate's deployed mode, plan/models/_serving.py). The host's share of
+    # one serving step (a CTE or a TKG graph execution) that the device waits for: preparing the step's
+    # inputs, launching the NEFF and reading back its token. vLLM-Neuron's async-execution design doc
+    # measures 437 us of synchronous host overhead per NEFF execution (vllm-project/vllm-neuron,
+    # docs/design/framework/async_execution.md); a synchronous runner (NxD Inference's async_mode
+    # defaults to False, optimum-neuron's vLLM runs steps one after the other) pays it every step.
+    # 0: an asynchronous runner that prepares step k+1 while step k runs.
+    serving_host_step_s: float = 437e-6
 
 
 DEFAULTS = Assumptions()

@@ -23,6 +23,10 @@ def add_deployed_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=int, default=None,
                    help="deployed: continuous batching with N requests in flight (TTFT and TPOT under load); "
                         "default: one static batch of --batch prompts")
+    p.add_argument("--decode-batch", type=int, default=None,
+                   help="deployed: sequences the token-generation graph is compiled for (NxD Inference's "
+                        "batch_size, vLLM's max_num_seqs); every decode step runs them all, the live ones "
+                        "(--batch or --concurrency) padded to it. Default: the live sequences")
     p.add_argument("--max-model-len", type=int, default=None,
                    help="deployed: tokens the static KV cache holds per sequence (default: input + output tokens)")
     p.add_argument("--buckets", type=_buckets, default=None,
@@ -54,7 +58,9 @@ def _rows(report: dict) -> list[tuple[str, str]]:
         cte, tkg = graphs["context_encoding"], graphs["token_generation"]
         rows += [(f"CTE step ({cte['bucket_tokens']}-token bucket, batch {cte['batch']}) x {report['prefill_steps']}",
                   fmt(cte["seconds"], " ms", 1e3)),
-                 (f"TKG step (batch {tkg['batch']}, cache {tkg['kv_cache_tokens']} tokens)", fmt(tkg["seconds"], " ms", 1e3)),
+                 (f"TKG step (batch {tkg['batch']}{_live(report)}, cache {tkg['kv_cache_tokens']} tokens)",
+                  fmt(tkg["seconds"], " ms", 1e3)),
+                 ("host's share of each step (assumption `serving_host_step_s`)", fmt(report["host_step_s"], " ms", 1e3)),
                  ("requests/s (one TP group)", fmt(report["requests_per_s"]))]
         if report["concurrency"]:
             rows += [("queueing before prefill", fmt(report["queue_wait_ms"], " ms")),
@@ -63,6 +69,11 @@ def _rows(report: dict) -> list[tuple[str, str]]:
         rows += [(f"assumption `{name}`", text) for name, text in report["assumptions_serving"].items()]
     rows += deployed_layout_lines(report)
     return rows
+
+
+def _live(report: dict) -> str:
+    live = report["concurrency"] or report["batch"]
+    return f", {live} live, padded" if report["decode_batch"] > live else ""
 
 
 def _moe_rows(moe: dict | None) -> list[tuple[str, str]]:
@@ -86,7 +97,8 @@ def _moe_rows(moe: dict | None) -> list[tuple[str, str]]:
 
 def eager_flag_error(args) -> str | None:
     """The deployed-only flag given with --mode eager, if any (generate() has no such knob)."""
-    for flag, value in (("--concurrency", args.concurrency), ("--max-model-len", args.max_model_len),
+    for flag, value in (("--concurrency", args.concurrency), ("--decode-batch", args.decode_batch),
+                        ("--max-model-len", args.max_model_len),
                         ("--buckets", args.buckets), ("--full-depth", args.full_depth or None),
                         ("--sequence-parallel", args.sequence_parallel or None)):
         if value is not None:
@@ -105,5 +117,6 @@ def plan_deployed_report(args, layout, config) -> tuple[dict, str, list[tuple[st
                            input_tokens=args.input_tokens, output_tokens=args.output_tokens,
                            dtype=getattr(torch, args.dtype), prefill_chunk_size=args.prefill_chunk_size,
                            max_model_len=args.max_model_len, buckets=args.buckets, full_depth=args.full_depth,
-                           sequence_parallel=args.sequence_parallel, routing=args.routing)
+                           sequence_parallel=args.sequence_parallel, routing=args.routing,
+                           decode_batch=args.decode_batch)
     return report, _title(report), _rows(report)

@@ -38,6 +38,7 @@ import math
 
 import torch
 
+from ...estimate import assumptions as assumptions_mod
 from . import _moe_kernel as moe_kernel, _serving as serving
 from ._build import build_causal_lm, local_bytes, padded_for_tp, padding_fields, parameter_count
 from ._layout import Layout, check_model, tp_shards_kv_heads
@@ -94,7 +95,8 @@ def _with_depth(config, layers: int):
 
 
 def check_arguments(batch: int, concurrency: int | None, input_tokens: int, output_tokens: int,
-                    prefill_chunk_size: int | None, max_model_len: int | None, buckets) -> None:
+                    prefill_chunk_size: int | None, max_model_len: int | None, buckets,
+                    decode_batch: int | None = None) -> None:
     """Every flag of the deployed plan, checked before anything is built; messages name the flag."""
     for name, value in (("--batch", batch), ("--input-tokens", input_tokens), ("--output-tokens", output_tokens)):
         if not isinstance(value, int) or value < 1:
@@ -110,6 +112,14 @@ def check_arguments(batch: int, concurrency: int | None, input_tokens: int, outp
     if max_model_len is not None and max_model_len < input_tokens + output_tokens:
         raise ValueError(f"--max-model-len {max_model_len} is shorter than --input-tokens + --output-tokens = "
                          f"{input_tokens + output_tokens}; the static KV cache must hold the whole sequence")
+    if decode_batch is not None:
+        live = concurrency or batch
+        if not isinstance(decode_batch, int) or decode_batch < 1:
+            raise ValueError(f"--decode-batch must be a positive integer (the sequences the decode graph is "
+                             f"compiled for), got {decode_batch!r}")
+        if decode_batch < live:
+            raise ValueError(f"--decode-batch {decode_batch} is smaller than the {live} sequences decoding together "
+                             f"(--batch / --concurrency): the compiled decode batch must hold them all")
     if buckets is not None and (not buckets or any(not isinstance(b, int) or b < 1 for b in buckets)):
         raise ValueError(f"--buckets must be positive token counts, got {buckets!r}")
 
@@ -253,11 +263,14 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
                   input_tokens: int = 128, output_tokens: int = 16, dtype: torch.dtype = torch.bfloat16,
                   prefill_chunk_size: int | None = None, max_model_len: int | None = None,
                   buckets: list[int] | None = None, full_depth: bool = False,
-                  sequence_parallel: bool = False, routing=None) -> dict:
+                  sequence_parallel: bool = False, routing=None, decode_batch: int | None = None) -> dict:
     """Plan serving on one TP group (DP replicas, world / TP, serve their own requests); with
     `sequence_parallel`, the CTE runs sequence-parallel (NxD Inference's `sequence_parallel_enabled`).
-    `routing` (a _routing.Routing or its --routing text): where the routers send tokens (MoE configs)."""
-    check_arguments(batch, concurrency, input_tokens, output_tokens, prefill_chunk_size, max_model_len, buckets)
+    `routing` (a _routing.Routing or its --routing text): where the routers send tokens (MoE configs).
+    `decode_batch`: the sequences the TKG graph is compiled for, the live ones padded to it
+    (serving.DECODE_BATCH; default: the live ones, --batch or --concurrency)."""
+    check_arguments(batch, concurrency, input_tokens, output_tokens, prefill_chunk_size, max_model_len, buckets,
+                    decode_batch)
     routing = routing if isinstance(routing, Routing) else parse_routing(routing)
     if sequence_parallel and layout.tp == 1:
         raise ValueError("--sequence-parallel splits the prompt over the TP ranks: it needs --tp 2 or more")
@@ -272,7 +285,7 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
     if bucket > max_len:
         max_len = bucket   # the padded chunk must fit the cache as the compiled graph writes it
     cte_batch = 1 if concurrency else batch
-    tkg_batch = concurrency or batch
+    tkg_batch = decode_batch or concurrency or batch   # the compiled decode batch, the live sequences padded to it
     depth = _text(config).num_hidden_layers
     probes = [depth] if full_depth or depth <= 2 or not _uniform_layers(config) else [1, 2]
     full = None
@@ -330,7 +343,7 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
     replicas = layout.world_size // layout.tp
     report.update({
         "mode": "deployed", "serving": "continuous batching" if concurrency else "static batch",
-        "batch": batch, "concurrency": concurrency, "input_tokens": input_tokens, "output_tokens": output_tokens,
+        "batch": batch, "concurrency": concurrency, "decode_batch": tkg_batch, "input_tokens": input_tokens, "output_tokens": output_tokens,
         "prefill_chunk_size": prefill_chunk_size, "max_model_len": max_len, "buckets": buckets,
         "compiled": True, "replicas": replicas, "depth_probes": probes, "depth": depth,
         "ttft_ms": None, "tpot_ms": None, "output_tokens_per_s": None, "output_tokens_per_s_all_replicas": None,
@@ -338,12 +351,15 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
     if ooms:
         return report
     report["memory_breakdown_bytes_per_core"]["kv_cache"] = fig["kv_cache"]
-    steps = serving.Steps(fig["cte"]["seconds"], fig["tkg"]["seconds"])
+    host_step_s = assumptions_mod.from_env().serving_host_step_s
+    steps = serving.with_host(serving.Steps(fig["cte"]["seconds"], fig["tkg"]["seconds"]), host_step_s)
     report["graphs"] = {
         "context_encoding": {"bucket_tokens": bucket, "batch": cte_batch, **fig["cte"]},
         "token_generation": {"batch": tkg_batch, "kv_cache_tokens": max_len, **fig["tkg"]},
     }
-    report["assumptions_serving"] = serving.assumptions(bool(concurrency), default_buckets=not given_buckets)
+    report["assumptions_serving"] = serving.assumptions(bool(concurrency), default_buckets=not given_buckets,
+                                                        padded_decode=tkg_batch > (concurrency or batch))
+    report["host_step_s"] = host_step_s
     moe = moe_kernel.report_section(fig.get("moe_kernel"), original, routing, (cte_batch * bucket, bucket),
                                     (tkg_batch, 1), report["graphs"], layout)
     if moe:

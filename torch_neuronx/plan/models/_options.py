@@ -151,6 +151,7 @@ class GenerateOptions(_Plan):
     full_depth: bool
     sequence_parallel: bool = False   # deployed: the CTE sequence-parallel (_cli_deployed.py)
     routing: str | None = None        # MoE: where the routers send tokens (_routing.py; default balanced)
+    decode_batch: int | None = None   # deployed: the compiled decode batch, live sequences padded to it
 
     COMMAND = "generate"
 
@@ -161,7 +162,7 @@ class GenerateOptions(_Plan):
 
             try:
                 check_arguments(self.batch, self.concurrency, self.input_tokens, self.output_tokens,
-                                self.prefill_chunk_size, self.max_model_len, self.buckets)
+                                self.prefill_chunk_size, self.max_model_len, self.buckets, self.decode_batch)
             except ValueError as err:
                 raise OptionsError(str(err)) from None
         else:

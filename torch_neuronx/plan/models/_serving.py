@@ -7,7 +7,8 @@ a request's latency is made of whole graph steps, and this module composes them;
 themselves come from the estimated graphs (_deployed.py), never from constants here.
 
 Symbols: t_c = one CTE step (one prefill chunk of `bucket` tokens), t_t = one TKG step of the
-decode batch, n_c = ceil(input tokens / chunk) prefill steps per request, O = output tokens.
+decode batch (the compiled batch, padded: DECODE_BATCH), each with the host's share of a step
+(HOST), n_c = ceil(input tokens / chunk) prefill steps per request, O = output tokens.
 
 Static batching (`--batch B`): the B prompts are encoded together, their chunks back to back,
 then B sequences decode together:
@@ -39,8 +40,16 @@ SCHEDULE = ("N requests always in flight (closed loop); prefill and decode in se
 
 
 # the other assumptions of a deployed plan, named in its report (docs/plan.md gives their sources)
-HOST = ("the host's token read-back is off the device's critical path (vLLM-Neuron's async scheduler "
-        "prepares step k+1 while step k runs): no host sync is charged per step")
+HOST = ("each step (CTE or TKG) waits for the host's share of it, the assumption serving_host_step_s "
+        "(preparing inputs, launching the graph, reading back the token; vLLM-Neuron measures 437 us per graph "
+        "execution run synchronously), added to the step's device time; 0 for a runner that prepares the "
+        "next step while one runs")
+SAMPLING = ("the sampler runs inside each step's graph on the device (on-device sampling, which vLLM's NxD "
+            "Inference loader and optimum-neuron switch on): the step reads the last position's logits and "
+            "returns one token id per sequence, planned as the greedy argmax over the vocabulary")
+DECODE_BATCH = ("the TKG graph is compiled for --decode-batch sequences and every decode step runs all of them, "
+                "the empty ones padded (NxD Inference's batch_size, vLLM's max_num_seqs): its time is the padded "
+                "batch's, its tokens the live sequences'")
 CHUNKS = "every prefill chunk runs the graph of the chunk's bucket (the last chunk padded to it)"
 CTE_ATTENTION = ("the CTE attends within the prompt's bucket (NxD Inference's context-encoding model computes "
                  "attention over the prompt's own keys and values, then writes them to the KV cache); the TKG "
@@ -53,9 +62,11 @@ BUCKETS = ("without --buckets, the context-encoding buckets are NxD Inference's 
            "next power of two")
 
 
-def assumptions(continuous_batching: bool, default_buckets: bool = False) -> dict:
+def assumptions(continuous_batching: bool, default_buckets: bool = False, padded_decode: bool = False) -> dict:
     """The named serving assumptions a deployed plan rests on."""
-    named = {"host": HOST, "chunks": CHUNKS, "cte_attention": CTE_ATTENTION}
+    named = {"host": HOST, "sampling": SAMPLING, "chunks": CHUNKS, "cte_attention": CTE_ATTENTION}
+    if padded_decode:
+        named["decode_batch"] = DECODE_BATCH
     if default_buckets:
         named["buckets"] = BUCKETS
     if continuous_batching:
@@ -68,6 +79,11 @@ class Steps:
     """Estimated seconds of one CTE step (one chunk, its batch) and one TKG step (its batch)."""
     cte_s: float
     tkg_s: float
+
+
+def with_host(steps: Steps, host_step_s: float) -> Steps:
+    """Each step's device time plus the host's share of it (HOST, serving_host_step_s)."""
+    return Steps(steps.cte_s + host_step_s, steps.tkg_s + host_step_s)
 
 
 def prefill_steps(input_tokens: int, chunk: int) -> int:
