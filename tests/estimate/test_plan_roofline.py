@@ -17,7 +17,8 @@ CONFIG = dict(vocab_size=32768, hidden_size=16384, intermediate_size=53248, num_
               num_attention_heads=128, num_key_value_heads=8, head_dim=128,
               max_position_embeddings=8192, tie_word_embeddings=False)
 PROMPT, NEW = 4096, 3
-NO_LAUNCH = "eager_launch_s=0,graph_launch_s=0,host_sync_s=0,collective_launch_s=0,reduction_launch_s=0"
+NO_LAUNCH = ("eager_launch_s=0,graph_launch_s=0,host_sync_s=0,collective_launch_s=0,reduction_launch_s=0,"
+             "serving_host_step_s=0")
 
 
 @pytest.fixture(scope="module")

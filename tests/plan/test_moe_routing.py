@@ -110,9 +110,12 @@ def plans(tmp_path_factory):
     specs += [{"command": "deployed", "config": moe, "layout": dict(inst, tp=2), "args": deployed},
               {"command": "deployed", "config": moe, "layout": dict(inst, tp=2), "args": deployed,
                "assumptions": "moe_block_size=256"},
-              {"command": "deployed", "config": moe, "layout": dict(inst, tp=2), "args": dict(deployed, batch=4)}]
+              {"command": "deployed", "config": moe, "layout": dict(inst, tp=2), "args": dict(deployed, batch=4)},
+              {"command": "deployed", "config": moe, "layout": dict(inst, tp=2),
+               "args": dict(deployed, decode_batch=4)}]
     r = plan_in_child(specs, tmp)
-    return {"balanced": r[0], "skewed": r[1], "deployed": r[2], "block_256": r[3], "batch_4": r[4]}
+    return {"balanced": r[0], "skewed": r[1], "deployed": r[2], "block_256": r[3], "batch_4": r[4],
+            "padded_to_4": r[5]}
 
 
 @pytest.mark.parametrize("routing", ["balanced", "skewed"])
@@ -170,6 +173,17 @@ def test_deployed_decode_loads_experts_selectively_then_all(plans):
     assert (one["algorithm"], one["expert_loads"], one["weight_bytes"]) == ("selective", 2, 2 * w)
     assert (four["algorithm"], four["expert_loads"], four["weight_bytes"]) == ("all_experts", 8, 8 * w)
     assert four["flops"] == 4 * 8 * 2 * 3 * H * 32
+
+
+def test_a_decode_batch_padded_to_4_loads_every_expert_for_one_live_sequence(plans):
+    """One live sequence in a decode graph compiled for 4 (--decode-batch 4, as a server compiled for
+    max_num_seqs 4 runs it): the kernel sees 4 tokens, 4 x 2 / 8 = 1, so every expert loads, as at
+    batch 4; the context encoding is the one sequence's, as at batch 1."""
+    padded, four, one = plans["padded_to_4"], plans["batch_4"], plans["deployed"]
+    assert padded["moe"]["token_generation"] == four["moe"]["token_generation"]
+    assert padded["moe"]["context_encoding"] == one["moe"]["context_encoding"]
+    assert padded["graphs"]["token_generation"]["seconds"] == pytest.approx(four["graphs"]["token_generation"]["seconds"])
+    assert padded["tpot_ms"] > one["tpot_ms"]
 
 
 def test_the_kernel_op_computes_what_transformers_experts_compute():
