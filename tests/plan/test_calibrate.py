@@ -113,7 +113,7 @@ def _observed(rows, entry):
     for row in rows:
         breakdown, count, seconds, roofline = calibrate._phase(row, entry["report"])
         ratio = calibrate.time_ratio(row, calibrate.planned_figure(row, entry))
-        out.append(calibrate.Observed(row, ratio, roofline, count, seconds))
+        out.append(calibrate.Observed(row, ratio, roofline, count, seconds, calibrate.host_share(row, entry["report"])))
     return out
 
 
@@ -150,7 +150,8 @@ def test_a_row_is_planned_by_the_planner_command(tmp_path):
     # launches are a small part, this tiny model is mostly launches)
     one = replace(ttft, id="one-ttft", tp=1, input_tokens=256, seq_len=264)
     rows = [one, replace(one, id="one-tpot", metric="tpot_ms", published=0.5)]
-    no_launch = "graph_launch_s=0,eager_launch_s=0"
+    # the host's share of each serving step kept small beside these tiny graphs, so the efficiencies move them
+    no_launch = "graph_launch_s=0,eager_launch_s=0,serving_host_step_s=5e-6"
     other = {"matmul_efficiency": 0.2, "hbm_efficiency": 0.25}
     setting = ",".join(f"{k}={v}" for k, v in other.items())
     plans = [calibrate.plan_row(one, tiny, timeout=600,
@@ -161,6 +162,10 @@ def test_a_row_is_planned_by_the_planner_command(tmp_path):
     for rid in first:
         assert again[rid]["ratio"] > 1.03 * first[rid]["ratio"], rid      # the efficiencies move it
         assert calibrate.predicted(observed[rid], DEFAULTS, other) == pytest.approx(again[rid]["ratio"], rel=1e-6)
+    # the host's share of each serving step is planned (serving_host_step_s) and no efficiency moves it:
+    # the predictions above hold only when the fit keeps it fixed
+    assert plans[0]["report"]["host_step_s"] == 5e-6
+    assert all(o.host_s == 5e-6 for o in observed.values())
     # a layout the planner refuses is listed with its reason, not compared
     bad = replace(ttft, id="bad", tp=3)
     refused = calibrate.plan_row(bad, tiny, timeout=600)

@@ -171,7 +171,7 @@ def plan_row(row: Row, models: dict, *, timeout: float = 1800.0, env: dict | Non
         report = json.loads(Path(out).read_text())
     keep = {k: report.get(k) for k in ("ttft_ms", "tpot_ms", "sequences_per_s", "tokens_per_s", "step_time_s",
                                        "mfu", "fits", "oom", "time_breakdown_s", "roofline", "collectives",
-                                       "parameters", "world_size",
+                                       "parameters", "world_size", "host_step_s",
                                        "attention_heads_padded", "vocab_padded")}
     if report.get("graphs"):   # per graph (CTE, TKG): its time by category and its collectives
         keep["graphs"] = {name: {k: g.get(k) for k in ("seconds", "time_breakdown_s", "roofline", "collectives")}
@@ -226,6 +226,7 @@ class Observed:
     roofline: tuple          # the planned graph's or step's time as roofline terms (estimate/roofline.py parse)
     collectives: int = 0     # reducing collectives in that graph or step
     seconds: float = 0.0     # that graph's or step's planned time
+    host_s: float = 0.0      # the host's share of a serving step (serving_host_step_s): no constant moves it
 
 
 EFFICIENCIES = ("matmul_efficiency", "hbm_efficiency")
@@ -242,9 +243,9 @@ def _predict(o: Observed, defaults, values: dict):
 
     value = {n: np.asarray(values.get(n, getattr(defaults, n)), dtype=float) for n in (*EFFICIENCIES, LATENCY)}
     scale = [getattr(defaults, n) / value[n] for n in EFFICIENCIES]
-    ratio = o.ratio * seconds_at(o.roofline, *scale) / seconds_at(o.roofline, 1.0, 1.0)
+    ratio = o.ratio * (seconds_at(o.roofline, *scale) + o.host_s) / (seconds_at(o.roofline, 1.0, 1.0) + o.host_s)
     if o.collectives and o.seconds > 0:
-        ratio = ratio + o.ratio * o.collectives * (value[LATENCY] - getattr(defaults, LATENCY)) / o.seconds
+        ratio = ratio + o.ratio * o.collectives * (value[LATENCY] - getattr(defaults, LATENCY)) / (o.seconds + o.host_s)
     return ratio
 
 
@@ -350,6 +351,12 @@ def best_within(observed: list[Observed], defaults) -> tuple[float, dict]:
     return float(within[index] / len(observed)), {n: float(ax[i]) for n, ax, i in zip(GRIDS, axes, index)}
 
 
+def host_share(row: Row, report: dict) -> float:
+    """The host's share of the serving step the row's metric measures (a deployed plan's
+    `host_step_s`, added to each CTE and TKG step); 0 for training rows."""
+    return (report.get("host_step_s") or 0.0) if row.metric in ("ttft_ms", "tpot_ms") else 0.0
+
+
 def _phase(row: Row, report: dict) -> tuple[dict | None, int, float, tuple | None]:
     """(time by category, reducing collectives, seconds, roofline terms) of the part of the plan the
     row's metric measures: the CTE graph for TTFT, the TKG graph for TPOT, the step for training."""
@@ -414,7 +421,7 @@ def build(rows: list[Row], cache: dict, test: re.Pattern | None = None) -> dict:
                 line["ratio"] = None
                 table.append(line)
                 continue
-            usable.append(Observed(row, line["ratio"], roofline, count, seconds))
+            usable.append(Observed(row, line["ratio"], roofline, count, seconds, host_share(row, entry["report"])))
         table.append(line)
     fitted = fit(usable, DEFAULTS)
     for line in table:
