@@ -114,6 +114,20 @@ def test_a_padded_decode_batch_costs_the_compiled_batch_and_the_host_its_share(t
     assert r["output_tokens_per_s"] == pytest.approx(OUT / total)
 
 
+def test_an_moe_model_outside_the_kernels_interface_plans_and_says_so(tmp_path):
+    """Llama-4's experts module is not transformers' experts interface, so the MoE kernels do not take
+    it: the plan still completes, its report says how the experts were planned."""
+    from transformers import Llama4TextConfig
+
+    config = Llama4TextConfig(vocab_size=512, hidden_size=128, intermediate_size=64, intermediate_size_mlp=128,
+                              num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                              num_local_experts=8, num_experts_per_tok=1, interleave_moe_layer_step=2,
+                              tie_word_embeddings=False)
+    r, printed = _plan(tmp_path, config)
+    assert r["moe"] is True and r["tpot_ms"] > 0
+    assert "| MoE experts | planned as the model's Hugging Face code computes them" in printed
+
+
 def test_concurrency_raises_tpot_and_throughput_as_the_formula_says(tmp_path):
     config = _config()
     n = 4

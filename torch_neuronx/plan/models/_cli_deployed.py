@@ -80,6 +80,9 @@ def _moe_rows(moe: dict | None) -> list[tuple[str, str]]:
     """What the routed experts cost per step, as NxD Inference runs them (docs/moe.md)."""
     if not moe:
         return []
+    if not isinstance(moe, dict):   # an MoE config whose experts module the kernels do not take (_moe_kernel.py)
+        return [("MoE experts", "planned as the model's Hugging Face code computes them, not as NxD Inference's MoE "
+                                "kernels: its experts module is not transformers' experts interface")]
     rows = [("MoE routing", f"{moe['routing']} (busiest expert {moe['busiest_expert_load_vs_balanced']:.3g}x "
                             f"its balanced load)")]
     for name, key in (("CTE", "context_encoding"), ("TKG", "token_generation")):
