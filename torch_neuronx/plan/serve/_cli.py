@@ -179,6 +179,10 @@ def run(args) -> int:
                               "output_tokens": None if args.dataset else args.output_tokens}
     from ..models._report import markdown, write_json
 
+    # the plan's own probes are not the deployment's graphs (those are listed by bucket), and the
+    # calibrated ranges are of plan generate's figures
+    report["compile_budget"] = None
+    report.pop("ranges", None)
     report["notes"] = collected.section(report.get("unmodelled_ops") or {}, report.get("ops_by_name"))
     return command.finish(report, markdown(report, _title(report), _rows(report)), json_out=args.json,
                           html=args.html, status=0 if report["fits"] else 1, write_json=write_json)

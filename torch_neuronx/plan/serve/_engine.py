@@ -188,6 +188,8 @@ def run(engine, clock: Clock, specs: list[RequestSpec], due: list[float], *, max
             continue
         outputs, executed = engine.step()
         if not executed:
+            if engine.scheduler.get_num_unfinished_requests() == 0:   # a step that only retired finished requests
+                continue
             raise RuntimeError("vLLM's scheduler scheduled nothing with requests waiting: a request does not "
                                "fit the KV cache; lower --input-tokens / --output-tokens or raise --max-model-len "
                                "and the memory share")
