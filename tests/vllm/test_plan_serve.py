@@ -209,8 +209,12 @@ def test_llama_3_1_8b_at_tp4_on_trn2_3xlarge(tmp_path):
     out = tmp_path / "plan.json"
     done = _plan("--config", _folder(tmp_path, LLAMA_3_1_8B), "--instance", "trn2.3xlarge", "--tp", "4",
                  "--max-num-seqs", "4", "--max-model-len", "256", "--max-num-batched-tokens", "256",
-                 "--num-prompts", "4", "--input-tokens", "64", "--output-tokens", "8", "--json", str(out))
+                 "--num-prompts", "4", "--input-tokens", "64", "--output-tokens", "8", "--json", str(out),
+                 "--html", str(tmp_path / "plan.html"))
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "| TTFT ms: mean / p50 / p90 / p99 |" in done.stdout and "INFO" not in done.stdout
+    page = (tmp_path / "plan.html").read_text()
+    assert "plan serve: llama on" in page and "Latency in ms (vllm bench serve" in page
     r = json.loads(out.read_text())
     assert r["dry_run"] and r["fits"] and r["parameters"] == 8_030_261_248 and r["kv_heads_per_rank"] == 2
     # bf16 weights: a quarter of the model per core, but the whole embedding (transformers' TP plan for

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import math
+import os
 import sys
 from dataclasses import dataclass
 
@@ -161,6 +162,8 @@ def run(args) -> int:
         try:
             config = load_config(args.config)
             specs, due = _workload(args)
+            if not args.verbose:   # vLLM logs its whole config at INFO; the report says what matters
+                os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
             import vllm
 
             settings = plan.EngineSettings(args.max_model_len, args.max_num_seqs, args.max_num_batched_tokens,

@@ -56,10 +56,6 @@ def attention_specs(layers: int, kv_heads_per_rank: int, head_dim: int):
 
 def engine_core(vllm_config, executor):
     """vLLM's EngineCore on `executor`: KV cache sized, scheduler built."""
-    import logging
-
     from vllm.v1.engine.core import EngineCore
 
-    # the engine logs its whole config at start-up; the plan's report says what matters
-    logging.getLogger("vllm").setLevel(logging.WARNING)
     return EngineCore(vllm_config, executor, log_stats=False)
