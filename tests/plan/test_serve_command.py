@@ -42,3 +42,18 @@ def test_without_vllm_it_says_how_to_get_vllms_environment(tmp_path):
 def test_flags_that_cannot_work_stop_naming_the_flag(tmp_path, args, named):
     done = _serve(tmp_path, *args)
     assert done.returncode == 2 and named in done.stderr, done.stderr
+
+
+def test_dataset_rows_become_requests_and_a_bad_row_names_its_line(tmp_path):
+    from torch_neuronx.plan.serve._workload import RequestSpec, WorkloadError, from_dataset
+
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"input_tokens": 100, "output_tokens": 20}\n\n{"input_tokens": 7, "output_tokens": 3}\n')
+    assert from_dataset(str(good)) == [RequestSpec(100, 20), RequestSpec(7, 3)]
+    assert from_dataset(str(good), 1) == [RequestSpec(100, 20)]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"input_tokens": 100, "output_tokens": 20}\n\n{"prompt": "hi"}\n')
+    with pytest.raises(WorkloadError, match=r"--dataset .*bad.jsonl' line 3: expected a JSON object"):
+        from_dataset(str(bad))
+    with pytest.raises(WorkloadError, match="cannot be read"):
+        from_dataset(str(tmp_path / "missing.jsonl"))

@@ -39,11 +39,13 @@ def from_dataset(path: str, num_prompts: int | None = None) -> list[RequestSpec]
     `num_prompts` lines when given)."""
     try:
         with open(path) as f:
-            lines = [line for line in f if line.strip()]
+            lines = f.readlines()
     except OSError as err:
         raise WorkloadError(f"--dataset {path!r} cannot be read ({err.strerror})") from None
     specs = []
     for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
         try:
             row = json.loads(line)
             spec = RequestSpec(int(row["input_tokens"]), int(row["output_tokens"]))
