@@ -233,7 +233,7 @@ def test_llama_3_1_8b_at_tp4_on_trn2_3xlarge(tmp_path):
     assert b["mean_tpot_ms"] >= 1e3 * (decode + e["host_s_per_step"]) * 0.999
     assert e["device_s"] == pytest.approx(sum(g["seconds"] * g["calls"] for g in r["graphs"]))
     assert b["duration"] == pytest.approx(e["device_s"] + e["host_s"])   # all sent at once: never idle
-    assert set(r["assumptions_serving"]) >= {"scheduler", "step", "graph_prices", "host", "clients"}
+    assert set(r["assumptions_serving"]) >= {"scheduler", "defaults", "step", "graph_prices", "host", "clients"}
     # the four prompts fill one 256-token prefill step, then four sequences decode together: two graphs
     assert {k: g["calls"] for k, g in graphs.items()} == {("cte", 256): 1, ("tkg", 4): 7}
     assert b["std_ttft_ms"] == pytest.approx(0, abs=1e-6) and e["steps"] == 8

@@ -37,11 +37,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (vLLM's --tensor-parallel-size)")
     p.add_argument("--nodes", type=int, default=1, help=argparse.SUPPRESS)   # one TP group serves: one instance
     p.add_argument("--dtype", choices=DTYPES, default="bfloat16")
-    p.add_argument("--max-num-seqs", type=int, default=None, help="vLLM's --max-num-seqs (default: vLLM's)")
+    p.add_argument("--max-num-seqs", type=int, default=None, help="vLLM's --max-num-seqs (default 256: vLLM's server default for an accelerator under 70 GiB)")
     p.add_argument("--max-model-len", type=int, default=None,
                    help="vLLM's --max-model-len (default: vLLM's, the config's context length)")
     p.add_argument("--max-num-batched-tokens", type=int, default=None,
-                   help="vLLM's --max-num-batched-tokens (default: vLLM's)")
+                   help="vLLM's --max-num-batched-tokens (default 2048: vLLM's server default for an accelerator under 70 GiB)")
     p.add_argument("--block-size", type=int, default=None, help="vLLM's KV-cache --block-size (default: vLLM's)")
     p.add_argument("--gpu-memory-utilization", type=float, default=None,
                    help="vLLM's share of a core's memory for the model and KV cache (default: vLLM's)")

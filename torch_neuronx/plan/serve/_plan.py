@@ -18,6 +18,9 @@ from ._workload import RequestSpec, WorkloadError
 ASSUMPTIONS = {
     "scheduler": "vLLM's own Scheduler and EngineCore (the classes `vllm serve` runs) decide every step: "
                  "admission, max-num-seqs, the token budget, chunked prefill, preemption",
+    "defaults": "unset --max-num-seqs and --max-num-batched-tokens take vLLM's server defaults for an accelerator "
+                "under 70 GiB, as a logical NeuronCore is (256 and 2048: vllm/engine/arg_utils.py get_batch_defaults), "
+                "not those of the planning host's platform",
     "step": "a step runs one prefill graph for all its prompt tokens (padded to the smallest "
             "num_batched_tokens bucket) and one decode graph for its decoding sequences (padded to the smallest "
             "num_seqs bucket), back to back; vLLM Neuron's defaults for both bucket lists (powers of two up to "

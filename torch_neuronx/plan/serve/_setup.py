@@ -26,10 +26,17 @@ def config_folder(config: str) -> str:
     return folder
 
 
+# vLLM's server defaults for an accelerator with less than 70 GiB of memory (vllm/engine/arg_utils.py,
+# `get_batch_defaults`: 2048 batched tokens, 256 sequences), as a logical NeuronCore has. The planning
+# host's own vLLM platform would give its CPU defaults instead (2048 tokens and 128 sequences per TP rank).
+SERVER_DEFAULTS = {"max_num_batched_tokens": 2048, "max_num_seqs": 256}
+
+
 def vllm_config(folder: str, executor, *, dtype: str, tp: int, max_model_len: int | None, max_num_seqs: int | None,
                 max_num_batched_tokens: int | None, block_size: int | None, gpu_memory_utilization: float | None,
                 enable_prefix_caching: bool | None, enable_chunked_prefill: bool | None):
-    """vLLM's VllmConfig for the deployment (None: vLLM's default for a server)."""
+    """vLLM's VllmConfig for the deployment (None: vLLM's default for a server; SERVER_DEFAULTS for the
+    batch limits)."""
     from vllm.engine.arg_utils import EngineArgs
     from vllm.usage.usage_lib import UsageContext
 
@@ -37,6 +44,8 @@ def vllm_config(folder: str, executor, *, dtype: str, tp: int, max_model_len: in
              "max_num_batched_tokens": max_num_batched_tokens, "block_size": block_size,
              "gpu_memory_utilization": gpu_memory_utilization, "enable_prefix_caching": enable_prefix_caching,
              "enable_chunked_prefill": enable_chunked_prefill}
+    for name, value in SERVER_DEFAULTS.items():
+        given[name] = value if given[name] is None else given[name]
     args = EngineArgs(model=folder, skip_tokenizer_init=True, load_format="dummy", dtype=dtype,
                       tensor_parallel_size=tp, distributed_executor_backend=executor,
                       **{k: v for k, v in given.items() if v is not None})
