@@ -8,7 +8,8 @@ once per RNN time step, once per attention call).
 
 Public (``__all__``, for the layers above): ``register()`` (called at registration) and
 ``output_shapes(op_name)`` (how the planner shapes an op without running it). The kernel files
-(shallow_copy, rnn_cells, sdpa_overrideable, flash_varlen, grouped_mm) are internal.
+(shallow_copy, rnn_cells, sdpa_overrideable, flash_varlen, grouped_mm,
+scaled_mm) are internal.
 """
 from __future__ import annotations
 
@@ -32,10 +33,11 @@ def register() -> None:
         return
     lib = torch.library.Library("aten", "IMPL")
     _LIB.append(lib)
-    from . import flash_varlen, grouped_mm, rnn_cells, sdpa_overrideable, shallow_copy
+    from . import flash_varlen, grouped_mm, rnn_cells, scaled_mm, sdpa_overrideable, shallow_copy
 
     shallow_copy.register(lib)
     rnn_cells.register(lib)
     sdpa_overrideable.register(lib)
     flash_varlen.register(lib)
     grouped_mm.register(lib)
+    scaled_mm.register(lib)
