@@ -2,6 +2,9 @@
 neuron_hardware's one table: MXFP8 (float8_e8m0fnu block scales) at trn3's 315 TFLOPS per
 physical core, FP8 with float32 scales at the operands' FP8 rate (158 on trn2); trn2 has no MXFP8,
 and the estimate says so."""
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -67,3 +70,34 @@ def test_mxfp8_on_trn2_says_trn2_lacks_it(call):
     with pytest.raises(ValueError, match=r"MXFP8 rate, which trn2\.3xlarge LNC=1 \(trn2, NeuronCore-v3\) "
                                          r"lacks; chips with it: trn3\. Estimate for one of them"):
         call("trn2.3xlarge", mx=True)
+
+
+_PROGRAM = """
+import torch
+import torch.nn.functional as F
+from torch.nn.functional import ScalingType, SwizzleType
+M, K, N = 4096, 4096, 4096                     # above the dry run's size for real execution
+a = torch.randn(M, K, device="neuron").to(torch.float8_e4m3fn)
+b = torch.randn(N, K, device="neuron").to(torch.float8_e4m3fn)
+s = lambda r: torch.full((r, K // 32), 127, dtype=torch.uint8, device="neuron").view(torch.float8_e8m0fnu)
+y = F.scaled_mm(a, b.t(), s(M), ScalingType.BlockWise1x32, s(N), ScalingType.BlockWise1x32,
+                swizzle_a=SwizzleType.NO_SWIZZLE, swizzle_b=SwizzleType.NO_SWIZZLE, output_dtype=torch.bfloat16)
+print(tuple(y.shape), y.dtype)
+"""
+
+
+def test_plan_runs_mxfp8_on_trn3_and_stops_on_trn2_as_the_run_would(tmp_path):
+    script = tmp_path / "mx.py"
+    script.write_text(_PROGRAM)
+
+    def run(instance):
+        return subprocess.run([sys.executable, "-m", "torch_neuronx.plan", "run", "--quiet", "--instance", instance,
+                               "--", str(script)], capture_output=True, text=True, timeout=300)
+
+    ok = run("trn3.3xlarge")
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    assert "(4096, 4096) torch.bfloat16" in ok.stdout and "Dry run on trn3.3xlarge" in ok.stdout
+    assert "_scaled_mm_v2" not in ok.stdout      # costed as a matmul, not listed as a fallback or unmodelled
+    bad = run("trn2.3xlarge")
+    assert bad.returncode != 0
+    assert "MXUnsupportedError: torch._scaled_mm_v2: MXFP8" in bad.stderr and "trn2.3xlarge (trn2) lacks" in bad.stderr

@@ -23,9 +23,9 @@ _LIB: list[torch.library.Library] = []  # kept alive: dropping a Library unregis
 def output_shapes(op_name: str):
     """The function giving `op_name`'s outputs on neuron where they are shaped unlike PyTorch's meta
     kernel says (called with the op's arguments, it returns empty outputs on their device), else None."""
-    from . import flash_varlen
+    from . import flash_varlen, scaled_mm
 
-    return flash_varlen.SHAPES.get(op_name)
+    return flash_varlen.SHAPES.get(op_name) or scaled_mm.SHAPES.get(op_name)
 
 
 def register() -> None:

@@ -210,6 +210,43 @@ def scaled_mm_v2(self, mat2, scale_a, recipe_a, swizzle_a, scale_b, recipe_b, sw
     return _to_neuron(result, self)
 
 
+# Output shapes for a dry run (plan): PyTorch's meta kernels check CUDA's layout contract (MX scales
+# swizzled only), which these kernels widen; the result is [M, N] in out_dtype either way.
+# An MXFP8 call is checked as the kernel checks it (arguments, then the target), so a plan for a
+# target without MXFP8 stops where the run would.
+def scaled_mm_shapes(self, mat2, scale_a, scale_b, bias=None, scale_result=None, out_dtype=None,
+                     use_fast_accum=False):
+    mx = is_mx(scale_a, scale_b)
+    if mx:
+        _check_mx_call("torch._scaled_mm", self, mat2, scale_a, scale_b, out_dtype or torch.bfloat16, True)
+    return self.new_empty((self.shape[0], mat2.shape[1]), dtype=out_dtype or (torch.bfloat16 if mx else self.dtype))
+
+
+def scaled_mm_v2_shapes(self, mat2, scale_a, recipe_a, swizzle_a, scale_b, recipe_b, swizzle_b, bias,
+                        out_dtype, contraction_dim=(), use_fast_accum=False):
+    mx = _BLOCKWISE_1X32 in list(recipe_a) + list(recipe_b)
+    if mx:
+        swizzled = (tuple(swizzle_a) or (_NO_SWIZZLE,))[0] == _SWIZZLE_32_4_4
+        _check_mx_call("torch._scaled_mm_v2", self, mat2, scale_a[0], scale_b[0], out_dtype or torch.bfloat16,
+                       swizzled)
+    return self.new_empty((self.shape[0], mat2.shape[1]), dtype=out_dtype or (torch.bfloat16 if mx else self.dtype))
+
+
+def _check_mx_call(op, self, mat2, scale_a, scale_b, out_dtype, swizzled) -> None:
+    check_operands(op, self, mat2, scale_a, scale_b, out_dtype)
+    k = self.shape[1]
+    for name, scale, rows, rows_name in (("scale_a", scale_a, self.shape[0], "M"), ("scale_b", scale_b, mat2.shape[1], "N")):
+        want = blocked_numel(rows, k) if swizzled else rows * (k // BLOCK)
+        if scale.numel() != want:
+            raise MXFormatError(f"{op}: {name} has {scale.numel()} elements; {rows_name} = {rows} rows x "
+                                f"K/32 = {k // BLOCK} blocks in the {'swizzled' if swizzled else 'NO_SWIZZLE'} "
+                                f"layout has {want}")
+    require_mxfp8_target(op)
+
+
+SHAPES = {"aten::_scaled_mm": scaled_mm_shapes, "aten::_scaled_mm_v2": scaled_mm_v2_shapes}
+
+
 def register(lib: torch.library.Library) -> None:
     lib.impl("_scaled_mm", scaled_mm, "PrivateUse1")
     lib.impl("_scaled_mm_v2", scaled_mm_v2, "PrivateUse1")
