@@ -4,7 +4,7 @@
 FP8 with float32 scales equals CPU's own kernel. MXFP8 (PyTorch 2.13's CPU kernel has no MX path)
 equals dequantise-then-matmul in float32 on CPU, with the operands quantised by torchao's
 `MXTensor.to_mx` and the swizzled scales written by torchao's `to_blocked`, as torchao's MX recipe
-passes them to `torch._scaled_mm` on CUDA. MXFP8 needs trn3 (the default target, trn2, lacks it),
+passes them to `torch._scaled_mm` on CUDA; eager and compiled. MXFP8 needs trn3 (the default target, trn2, lacks it),
 so those checks run in a child configured for trn3.
 """
 from __future__ import annotations
@@ -78,8 +78,8 @@ def test_mxfp8_bad_input_names_the_argument(case, pattern):
             _v2(a.to(N_), b.to(N_), sa.to(N_), torch.ones(16, 2, device=N_))
         elif case == "scale_a_shape":
             _v2(a.to(N_), b.to(N_), sa[:, :1].contiguous().to(N_), sb.to(N_))
-        elif case == "swizzled_numel":
-            torch._scaled_mm(a.to(N_), b.to(N_), sa.to(N_), sb.to(N_), out_dtype=torch.bfloat16)
+        elif case == "swizzled_numel":   # a flat scale tensor is the swizzled layout
+            torch._scaled_mm(a.to(N_), b.to(N_), sa.flatten().to(N_), sb.flatten().to(N_), out_dtype=torch.bfloat16)
         elif case == "out_fp8":
             _v2(a.to(N_), b.to(N_), sa.to(N_), sb.to(N_), out=torch.float8_e4m3fn)
         elif case == "elem_int8":
@@ -124,6 +124,17 @@ for elem in (torch.float8_e4m3fn, torch.float8_e5m2):
             result[f"v2 {elem} {out_dtype} {swz}"] = [v2.device.type, str(v2.dtype) == str(out_dtype),
                                                       torch.equal(v2.cpu(), want)]
         result[f"v1 {elem} {out_dtype}"] = ["neuron", True, torch.equal(v1.cpu(), want_v1)]
+        # plain 2-D [M, K/32] scales, and both calls compiled (Inductor lowers _scaled_mm_v2 to _scaled_mm.out)
+        plain = torch._scaled_mm(n(a.qdata), n(b.qdata).t(), n(sa), n(sb), out_dtype=out_dtype)
+        no_bias = reference(a, b, None, out_dtype)
+        result[f"v1 plain {elem} {out_dtype}"] = ["neuron", True, torch.equal(plain.cpu(), no_bias)]
+        v2c = torch.compile(lambda qa, qb, ta, tb: F.scaled_mm(
+            qa, qb.t(), ta, ScalingType.BlockWise1x32, tb, ScalingType.BlockWise1x32,
+            swizzle_a=SwizzleType.NO_SWIZZLE, swizzle_b=SwizzleType.NO_SWIZZLE, output_dtype=out_dtype),
+            backend="neuron")(n(a.qdata), n(b.qdata), n(sa), n(sb))
+        v1c = torch.compile(lambda qa, qb, ta, tb: torch._scaled_mm(qa, qb.t(), ta, tb, out_dtype=out_dtype),
+                            backend="neuron")(n(a.qdata), n(b.qdata), n(to_blocked(sa)), n(to_blocked(sb)))
+        result[f"compiled {elem} {out_dtype}"] = ["neuron", True, torch.equal(v2c.cpu(), no_bias) and torch.equal(v1c.cpu(), no_bias)]
         result[f"nonzero {elem} {out_dtype}"] = bool(want.abs().sum() > 0)
 
 # torchao's MX inference linear (KernelPreference.AUTO: torch._scaled_mm with swizzled e8m0 scales)
@@ -147,6 +158,6 @@ def test_mxfp8_equals_cpu_reference_on_trn3():
     assert result.pop("torchao linear") == ["neuron", True]
     nonzero = {k: result.pop(k) for k in list(result) if k.startswith("nonzero")}
     assert all(nonzero.values())
-    assert len(result) == 12
+    assert len(result) == 20
     bad = {k: v for k, v in result.items() if v != ["neuron", True, True]}
     assert not bad, bad

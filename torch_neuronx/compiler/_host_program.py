@@ -95,6 +95,8 @@ def plan(graph, body: str) -> tuple[int, tuple[bool, ...]] | None:
         return None
     if not all(_runs_on_host(name, overload) for name, overload in set(_ATEN_CALL.findall(call))):
         return None
+    if "_scaled_mm" in call:
+        return None   # its neuron kernels run MXFP8 (e8m0 block scales), which torch's CPU kernels reject
     if "_grouped_mm(" in call and _low_precision_gemm_converts():
         return None   # its neuron kernel follows the host GEMM policy (runtime/host_gemm.py); the CPU's would not
     return cores.pop(), tuple(outputs)

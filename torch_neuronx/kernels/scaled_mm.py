@@ -10,9 +10,10 @@ and matmul in one instruction, FP32 accumulation, FP32 or BF16 out: Neuron docs,
 Multiplication with NKI" and "NeuronCore-v4 Architecture").
 
 The scale layouts are PyTorch's: `torch._scaled_mm` with e8m0 scales takes them in the swizzled
-("blocked", SWIZZLE_32_4_4) layout that torchao's MX recipe passes on CUDA; `_scaled_mm_v2`
-(`torch.nn.functional.scaled_mm`) takes ScalingType.BlockWise1x32 with NO_SWIZZLE ([M, K/32] and
-[N, K/32]) or SWIZZLE_32_4_4. Only chips whose TensorE has an MXFP8 rate in `neuron_hardware`
+("blocked", SWIZZLE_32_4_4) layout that torchao's MX recipe passes on CUDA (a flat tensor), and
+here also as plain 2-D [M, K/32] / [N, K/32] tensors (Inductor lowers `_scaled_mm_v2` to
+`_scaled_mm` with the scales as given); `_scaled_mm_v2` (`torch.nn.functional.scaled_mm`) takes
+ScalingType.BlockWise1x32 with NO_SWIZZLE ([M, K/32] and [N, K/32]) or SWIZZLE_32_4_4. Only chips whose TensorE has an MXFP8 rate in `neuron_hardware`
 (trn3) run it: on another configured target the op raises, naming the target and the variable.
 """
 from __future__ import annotations
@@ -103,11 +104,18 @@ def check_operands(op: str, a: torch.Tensor, b: torch.Tensor, scale_a, scale_b, 
                             f"out_dtype=torch.bfloat16 or torch.float32 (TensorE writes FP32 or BF16)")
 
 
-def _scales(op: str, name: str, scale: torch.Tensor, rows: int, k: int, swizzled: bool,
+def _plain_shape(scale: torch.Tensor, rows: int, k: int) -> bool:
+    return scale.dim() == 2 and tuple(scale.shape) == (rows, k // BLOCK)
+
+
+def _scales(op: str, name: str, scale: torch.Tensor, rows: int, k: int, swizzled: bool | None,
             rows_name: str) -> torch.Tensor:
-    """The [rows, K/32] float32 scales of one operand, from its given layout."""
+    """The [rows, K/32] float32 scales of one operand, from its given layout (None: `torch._scaled_mm`'s
+    rule, a 2-D [rows, K/32] tensor is the plain layout and any other the swizzled one)."""
     host = _alias(scale) if scale.device.type == "neuron" else scale
     blocks = k // BLOCK
+    if swizzled is None:
+        swizzled = not _plain_shape(host, rows, k)
     if swizzled:
         want = blocked_numel(rows, k)
         if host.numel() != want:
@@ -179,10 +187,20 @@ def scaled_mm(self, mat2, scale_a, scale_b, bias=None, scale_result=None, out_dt
         if scale_result is not None:
             raise MXFormatError(f"{op}: scale_result is not used by MXFP8 (the output is bf16 or fp32); "
                                 f"pass scale_result=None")
-        return _mx(op, self, mat2, scale_a, scale_b, bias, out_dtype or torch.bfloat16, swizzled=True)
+        return _mx(op, self, mat2, scale_a, scale_b, bias, out_dtype or torch.bfloat16, swizzled=None)
     result = torch._scaled_mm(*(_host(t) for t in (self, mat2, scale_a, scale_b, bias, scale_result)),
                               out_dtype=out_dtype, use_fast_accum=use_fast_accum)
     return _to_neuron(result, self)
+
+
+def scaled_mm_out(self, mat2, scale_a, scale_b, bias=None, scale_result=None, out_dtype=None,
+                  use_fast_accum=False, *, out):
+    """`out=` form (what Inductor's compiled programs call, `torch._scaled_mm_v2` lowered to it)."""
+    result = scaled_mm(self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum)
+    if out.shape != result.shape:
+        out.resize_(result.shape)
+    _alias(out).copy_(_alias(result))
+    return out
 
 
 def scaled_mm_v2(self, mat2, scale_a, recipe_a, swizzle_a, scale_b, recipe_b, swizzle_b, bias,
@@ -218,7 +236,7 @@ def scaled_mm_shapes(self, mat2, scale_a, scale_b, bias=None, scale_result=None,
                      use_fast_accum=False):
     mx = is_mx(scale_a, scale_b)
     if mx:
-        _check_mx_call("torch._scaled_mm", self, mat2, scale_a, scale_b, out_dtype or torch.bfloat16, True)
+        _check_mx_call("torch._scaled_mm", self, mat2, scale_a, scale_b, out_dtype or torch.bfloat16, None)
     return self.new_empty((self.shape[0], mat2.shape[1]), dtype=out_dtype or (torch.bfloat16 if mx else self.dtype))
 
 
@@ -236,10 +254,11 @@ def _check_mx_call(op, self, mat2, scale_a, scale_b, out_dtype, swizzled) -> Non
     check_operands(op, self, mat2, scale_a, scale_b, out_dtype)
     k = self.shape[1]
     for name, scale, rows, rows_name in (("scale_a", scale_a, self.shape[0], "M"), ("scale_b", scale_b, mat2.shape[1], "N")):
-        want = blocked_numel(rows, k) if swizzled else rows * (k // BLOCK)
+        swz = not _plain_shape(scale, rows, k) if swizzled is None else swizzled
+        want = blocked_numel(rows, k) if swz else rows * (k // BLOCK)
         if scale.numel() != want:
             raise MXFormatError(f"{op}: {name} has {scale.numel()} elements; {rows_name} = {rows} rows x "
-                                f"K/32 = {k // BLOCK} blocks in the {'swizzled' if swizzled else 'NO_SWIZZLE'} "
+                                f"K/32 = {k // BLOCK} blocks in the {'swizzled' if swz else 'NO_SWIZZLE'} "
                                 f"layout has {want}")
     require_mxfp8_target(op)
 
@@ -249,4 +268,5 @@ SHAPES = {"aten::_scaled_mm": scaled_mm_shapes, "aten::_scaled_mm_v2": scaled_mm
 
 def register(lib: torch.library.Library) -> None:
     lib.impl("_scaled_mm", scaled_mm, "PrivateUse1")
+    lib.impl("_scaled_mm.out", scaled_mm_out, "PrivateUse1")
     lib.impl("_scaled_mm_v2", scaled_mm_v2, "PrivateUse1")
