@@ -8,7 +8,8 @@ The extern kernels (matmuls, attention) are then the CPU's own calls, with no br
 
 Everything else keeps the neuron program: graphs mixing devices or cores, programs that create
 tensors on a named device, random ops (the core's generator must draw them), ATen ops without a CPU
-kernel, collectives, custom or higher-order ops, dry runs (their kernels do not run). TORCH_NEURONX_COMPILED_HOST_PROGRAM=0 turns it off for graphs compiled after.
+kernel, ATen ops whose neuron kernel computes what the CPU's cannot (MXFP8 `_scaled_mm`), collectives,
+custom or higher-order ops, dry runs (their kernels do not run). TORCH_NEURONX_COMPILED_HOST_PROGRAM=0 turns it off for graphs compiled after.
 """
 from __future__ import annotations
 
