@@ -92,12 +92,16 @@ def test_each_fitted_rows_flops_are_what_pytorchs_flop_counter_counts(row):
     assert counter.get_total_flops() / row.cores == pytest.approx(row.flops_per_core, rel=1e-3)
 
 
-def test_the_documented_command_prints_the_table_and_its_fit():
-    """`python -m torch_neuronx.plan._compile_time`, as docs/compile-budget.md gives it."""
+def test_the_documented_commands_print_the_table_its_fit_and_an_estimate():
+    """`python -m torch_neuronx.plan._compile_time [--flops 3.4e12]`, as docs/compile-budget.md gives them."""
     import subprocess
     import sys
 
-    p = subprocess.run([sys.executable, "-m", "torch_neuronx.plan._compile_time"], capture_output=True, text=True,
-                       timeout=600)
+    cmd = [sys.executable, "-m", "torch_neuronx.plan._compile_time"]
+    p = subprocess.run(cmd + ["--flops", "3.4e12"], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
-    assert "| https://" in p.stdout and "fit:" in p.stdout, p.stdout[-2000:]
+    assert "| https://" in p.stdout and f"fit: {ct.status()}" in p.stdout, p.stdout[-2000:]
+    low, mid, high = ct.fit().seconds(3.4e12)
+    assert f"'estimate_s': {mid!r}" in p.stdout and f"'high_s': {high!r}" in p.stdout, p.stdout[-500:]
+    bad = subprocess.run(cmd + ["--flops", "0"], capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 2 and "--flops must be a positive number of FLOPs per core" in bad.stderr
