@@ -7,6 +7,7 @@ at TP 4 on trn2.3xlarge, and its bad-input messages."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -237,3 +238,15 @@ def test_llama_3_1_8b_at_tp4_on_trn2_3xlarge(tmp_path):
     # the four prompts fill one 256-token prefill step, then four sequences decode together: two graphs
     assert {k: g["calls"] for k, g in graphs.items()} == {("cte", 256): 1, ("tkg", 4): 7}
     assert b["std_ttft_ms"] == pytest.approx(0, abs=1e-6) and e["steps"] == 8
+    # the calibrated range: the same four requests again with every graph at each end of its kind's range
+    # (residuals are log(planned / actual)); the host's time per step is not scaled
+    ranges = r["ranges"]
+    assert ranges["prefill"]["kind"] == "dense/prefill/nxd-inference" and ranges["decode"]["kind"] == "dense/decode/nxd-inference"
+    cte, tkg, host = graphs[("cte", 256)]["seconds"], graphs[("tkg", 4)]["seconds"], e["host_s_per_step"]
+    assert b["mean_ttft_ms"] == pytest.approx(1e3 * (cte + host))
+    for key, graph, phase in (("mean_ttft_ms", cte, "prefill"), ("mean_tpot_ms", tkg, "decode")):
+        ends = sorted(1e3 * (graph * math.exp(-ranges[phase][f"residual_{end}"]) + host) for end in ("low", "high"))
+        assert b[f"{key}_range"] == pytest.approx(ends), key
+    assert b["output_throughput_range"][0] < b["output_throughput_range"][1]
+    assert "(80% range of the mean" in done.stdout and "80% ranges from the calibration table" in done.stdout
+    assert 'id="ranges"' in page

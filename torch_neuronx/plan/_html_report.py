@@ -276,10 +276,13 @@ def serve_page(r: dict) -> str:
     """`plan serve` report: bench serve's figures, the engine's steps and KV cache, the graphs priced."""
     b, e = r["bench_serve"], r["engine"]
     title = f"plan serve: {r['model_type']} on {r['layout']}"
-    cards = [("requests/s", number(b["request_throughput"])), ("output tokens/s", number(b["output_throughput"])),
-             ("mean TTFT", seconds(b["mean_ttft_ms"] / 1e3)), ("mean TPOT", seconds(b["mean_tpot_ms"] / 1e3)),
-             ("peak HBM per core", size(r["peak_hbm_bytes_per_core"])),
-             ("capacity per core", size(r["hbm_capacity_bytes_per_core"]))]
+    cards = [("requests/s", number(b["request_throughput"]), "request_throughput"),
+             ("output tokens/s", number(b["output_throughput"]), "output_throughput"),
+             ("mean TTFT", seconds(b["mean_ttft_ms"] / 1e3), "mean_ttft_ms"),
+             ("mean TPOT", seconds(b["mean_tpot_ms"] / 1e3), "mean_tpot_ms"),
+             ("peak HBM per core", size(r["peak_hbm_bytes_per_core"]), None),
+             ("capacity per core", size(r["hbm_capacity_bytes_per_core"]), None)]
+    cards = [(k, v, range_text(b, key).strip(" ()") if key else "") for k, v, key in cards]
     latency = [(name, *(f"{b[f'{k}_{key}_ms']:.2f}" for k in ("mean", "median", "p90", "p99")))
                for name, key in (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E latency", "e2el"))]
     engine = [("engine steps", number(e["steps"])), ("device time", seconds(e["device_s"])),
@@ -297,6 +300,10 @@ def serve_page(r: dict) -> str:
                 _section("Graphs priced (bucket, ms per step, steps)",
                          _table(["graph", "bucket", "ms", "steps"], graphs, numeric=(1, 2, 3)), "graphs"),
                 _section("Assumptions", _kv(list(r["assumptions_serving"].items())), "serving-assumptions")]
+    basis = basis_lines(r)
+    if basis:
+        sections[0] = _section("Summary", _cards(cards) + f'<p class="note" id="ranges">{esc(basis[0])}</p><ul class="note">'
+                               + "".join(f"<li>{esc(line[2:])}</li>" for line in basis[1:]) + "</ul>", "summary")
     return _page(title, r["fits"], _assume_html("serve", r.get("assumptions_overridden")), sections)
 
 

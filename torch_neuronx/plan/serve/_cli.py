@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from .. import _command as command
 from .._wording import figure as fmt, plural
+from .._report_ranges import text as range_text
 from ..models._options import OptionsError, _Plan
 
 PROG = "python -m torch_neuronx.plan serve"
@@ -112,12 +113,13 @@ def _workload(args):
 def _rows(report: dict) -> list[tuple[str, str]]:
     b, e = report["bench_serve"], report["engine"]
     rows = [("requests completed", f"{b['completed']} in {fmt(b['duration'], ' s')}"),
-            ("request throughput (req/s)", fmt(b["request_throughput"])),
-            ("output token throughput (tok/s)", fmt(b["output_throughput"])),
-            ("total token throughput (tok/s)", fmt(b["total_token_throughput"]))]
+            ("request throughput (req/s)", fmt(b["request_throughput"]) + range_text(b, "request_throughput")),
+            ("output token throughput (tok/s)", fmt(b["output_throughput"]) + range_text(b, "output_throughput")),
+            ("total token throughput (tok/s)", fmt(b["total_token_throughput"]) + range_text(b, "total_token_throughput"))]
     for name, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2E latency")):
         rows.append((f"{label} ms: mean / p50 / p90 / p99",
-                     " / ".join(fmt(b[f"{k}_{name}_ms"]) for k in ("mean", "median", "p90", "p99"))))
+                     " / ".join(fmt(b[f"{k}_{name}_ms"]) for k in ("mean", "median", "p90", "p99"))
+                     + range_text(b, f"mean_{name}_ms").replace("80% range", "80% range of the mean")))
     rows += [("engine steps", f"{e['steps']:,} (device {fmt(e['device_s'], ' s')}, host {fmt(e['host_s'], ' s')})"),
              ("preemptions", str(e["preemptions"])),
              ("KV cache", f"{e['kv_cache_blocks']:,} blocks of {e['block_size']} tokens ({e['kv_cache_tokens']:,} "
@@ -146,8 +148,7 @@ def _title(report: dict) -> str:
             f"{how})")
 
 
-def run(args) -> int:
-    """`plan serve`; `args` are its checked options (ServeOptions)."""
+def _run(args) -> int:
     with command.started("serve", quiet=args.quiet, verbose=args.verbose) as collected:
         if importlib.util.find_spec("vllm") is None:
             command.fail(PROG, NO_VLLM)
@@ -182,10 +183,24 @@ def run(args) -> int:
                               "output_tokens": None if args.dataset else args.output_tokens}
     from ..models._report import markdown, write_json
 
-    # the plan's own probes are not the deployment's graphs (those are listed by bucket), and the
-    # calibrated ranges are of plan generate's figures
+    # the plan's own probes are not the deployment's graphs (those are listed by bucket); the calibrated
+    # ranges are the plan's own (serve/_ranges.py)
     report["compile_budget"] = None
-    report.pop("ranges", None)
     report["notes"] = collected.section(report.get("unmodelled_ops") or {}, report.get("ops_by_name"))
     return command.finish(report, markdown(report, _title(report), _rows(report)), json_out=args.json,
                           html=args.html, status=0 if report["fits"] else 1, write_json=write_json)
+
+
+def run(args) -> int:
+    """`plan serve`; `args` are its checked options (ServeOptions)."""
+    try:
+        status = _run(args)
+    except SystemExit as stop:   # a clear error, already printed
+        status = stop.code if isinstance(stop.code, int) else 1
+    if "vllm" not in sys.modules:
+        return status
+    # The report or the error is written. vLLM imported triton, whose nanobind bindings print pages of
+    # "leaked instance" reports when the interpreter finalises; a planning process has nothing left to clean up.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

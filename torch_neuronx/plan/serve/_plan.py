@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import _progress as progress
-from . import _engine as engine, _metrics as metrics, _prices as prices, _setup as setup
+from .. import _progress as progress, _report_ranges as report_ranges
+from . import _engine as engine, _metrics as metrics, _prices as prices, _ranges as serve_ranges, _setup as setup
 from ._workload import RequestSpec, WorkloadError
 
 # the assumptions the plan rests on, named in its report (docs/serving.md gives their sources)
@@ -131,6 +131,14 @@ def plan_serve(config, layout, folder: str, *, dtype: str, settings: EngineSetti
     host_s = cost_assumptions.resolve().host_sync_s
     out = simulate(vc, target, executor, specs, due, max_concurrency=max_concurrency, host_s=host_s,
                    vocab_size=text.vocab_size, seed=seed)
+    ranges = serve_ranges.kind_ranges(config.to_dict() if hasattr(config, "to_dict") else dict(config),
+                                      report_ranges.table())
+    ends = {}
+    for end in ("fast", "slow") if ranges else ():   # the same requests at each end of the calibrated ranges
+        progress.stage(f"the same requests with every graph at the {end} end of its calibrated range")
+        target.prices, target.clock = prices.ScaledPrices(step_prices, serve_ranges.factors(ranges, end)), engine.Clock()
+        ends[end] = simulate(vc, target, executor, specs, due, max_concurrency=max_concurrency, host_s=host_s,
+                             vocab_size=text.vocab_size, seed=seed)["bench_serve"]
     kv_bytes = out["engine"]["kv_cache_blocks"] * sum(
         s.page_size_bytes for s in target.kv_specs(vc).values()) if out["engine"]["kv_cache_blocks"] else 0
     report = dict(base)
@@ -140,5 +148,7 @@ def plan_serve(config, layout, folder: str, *, dtype: str, settings: EngineSetti
     report["parameters"] = parameter_count(config)   # the real model's, not the TP-padded one's
     report.update(out)
     report["assumptions_serving"] = dict(ASSUMPTIONS)
+    if ends:
+        serve_ranges.attach(report, ranges, ends["fast"], ends["slow"], report_ranges.table()["coverage_goal"])
     report["replicas"] = layout.world_size // layout.tp
     return report

@@ -68,6 +68,23 @@ class StepPrices:
         return bucket, figures["seconds"]
 
 
+class ScaledPrices:
+    """`prices` with every prefill graph's seconds times `factors["cte"]` and every decode graph's times
+    `factors["tkg"]`: the same buckets, priced once (plan serve's calibrated range, serve/_ranges.py)."""
+
+    def __init__(self, prices: StepPrices, factors: dict[str, float]):
+        self.base, self.factors = prices, factors
+        self.buckets, self.priced = prices.buckets, prices.priced
+
+    def cte(self, tokens: int) -> tuple[int, float]:
+        bucket, seconds = self.base.cte(tokens)
+        return bucket, seconds * self.factors["cte"]
+
+    def tkg(self, sequences: int) -> tuple[int, float]:
+        bucket, seconds = self.base.tkg(sequences)
+        return bucket, seconds * self.factors["tkg"]
+
+
 class ModelProbe:
     """Prices the graphs of `config` on `layout` as `plan generate --mode deployed` measures them
     (its probes, the same depth extrapolation); also what the weights hold per core."""
