@@ -250,3 +250,16 @@ def test_llama_3_1_8b_at_tp4_on_trn2_3xlarge(tmp_path):
     assert b["output_throughput_range"][0] < b["output_throughput_range"][1]
     assert "(80% range of the mean" in done.stdout and "80% ranges from the calibration table" in done.stdout
     assert 'id="ranges"' in page
+    # what the deployment compiles: every bucket, each graph priced by the public compile-time fit
+    from torch_neuronx.plan import _compile_time as compile_time
+
+    c, fit = r["compile_deployment"], compile_time.fit()
+    assert [(g["kind"], g["bucket"]) for g in c["graphs"]] == \
+        [("cte", 128), ("cte", 256), ("tkg", 1), ("tkg", 2), ("tkg", 4)]
+    for g in c["graphs"]:
+        if g["flops_from"] == "priced":
+            assert g["flops_per_core"] == graphs[(g["kind"], g["bucket"])]["flops"]
+        if "estimate_s" in g:
+            assert g["estimate_s"] == pytest.approx(10 ** fit.a * g["flops_per_core"] ** fit.b)
+    assert c["total_s"] == pytest.approx(sum(g.get("estimate_s", 0) for g in c["graphs"]))
+    assert "neuronx-cc compile time" in done.stdout and 'id="compile"' in page

@@ -300,6 +300,17 @@ def serve_page(r: dict) -> str:
                 _section("Graphs priced (bucket, ms per step, steps)",
                          _table(["graph", "bucket", "ms", "steps"], graphs, numeric=(1, 2, 3)), "graphs"),
                 _section("Assumptions", _kv(list(r["assumptions_serving"].items())), "serving-assumptions")]
+    c = r.get("compile_deployment")
+    if c:
+        hours = lambda s: "unknown" if s is None else f"{s / 3600:.2f} h"
+        rows = [(("prefill" if g["kind"] == "cte" else "decode"), g["bucket"],
+                 "unknown" if "estimate_s" not in g else f"{g['estimate_s']:.0f} ({g['low_s']:.0f} to {g['high_s']:.0f})",
+                 g["flops_from"]) for g in c["graphs"]]
+        sections.insert(-1, _section(
+            f"What a deployment compiles: {c['count']} graphs, neuronx-cc about {hours(c['total_s'])} "
+            f"({hours(c['total_low_s'])} to {hours(c['total_high_s'])})",
+            _table(["graph", "bucket", "compile s (range)", "FLOPs"], rows, numeric=(1,))
+            + f'<p class="note">{esc(c["fit"])}; {esc(c["assumption"])}</p>', "compile"))
     basis = basis_lines(r)
     if basis:
         sections[0] = _section("Summary", _cards(cards) + f'<p class="note" id="ranges">{esc(basis[0])}</p><ul class="note">'

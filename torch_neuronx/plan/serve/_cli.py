@@ -136,6 +136,14 @@ def _rows(report: dict) -> list[tuple[str, str]]:
     buckets = report["buckets"]
     rows.append(("graphs a deployment compiles", f"{len(buckets['prefill_tokens']) + len(buckets['decode_sequences'])}: "
                                                  f"prefill {buckets['prefill_tokens']}, decode {buckets['decode_sequences']}"))
+    c = report.get("compile_deployment")
+    if c:
+        hours = lambda s: fmt(s / 3600, " h")
+        total = (f"{hours(c['total_s'])} (range {hours(c['total_low_s'])} to {hours(c['total_high_s'])}) for "
+                 f"{c['count'] - c['unknown']} of the {c['count']} graphs" if c["total_s"] is not None else "unknown")
+        if c["unknown"]:
+            total += f"; {c['unknown']} unknown (outside the public compile times' graph sizes)"
+        rows.append(("neuronx-cc compile time (public-fit estimate)", f"{total}; fit: {c['fit']}"))
     rows += [(f"assumption `{name}`", text) for name, text in report["assumptions_serving"].items()]
     return rows
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import _progress as progress, _report_ranges as report_ranges
-from . import _engine as engine, _metrics as metrics, _prices as prices, _ranges as serve_ranges, _setup as setup
+from . import _compile as deployment_compile, _engine as engine, _metrics as metrics, _prices as prices, _ranges as serve_ranges, _setup as setup
 from ._workload import RequestSpec, WorkloadError
 
 # the assumptions the plan rests on, named in its report (docs/serving.md gives their sources)
@@ -82,7 +82,8 @@ def simulate(vllm_config, target: engine.Target, executor, specs, due, *, max_co
         "gpu_memory_utilization": vllm_config.cache_config.gpu_memory_utilization,
     }
     graphs = [{"kind": kind, "bucket": bucket, "calls": clock.graph_calls.get((kind, bucket), 0),
-               "seconds": target.prices.priced[(kind, bucket)]["seconds"]}
+               "seconds": target.prices.priced[(kind, bucket)]["seconds"],
+               "flops": target.prices.priced[(kind, bucket)].get("flops")}
               for kind, bucket in sorted(target.prices.priced)]
     return {"bench_serve": result, "engine": engine_figures, "graphs": graphs,
             "buckets": {"prefill_tokens": target.prices.buckets["cte"], "decode_sequences": target.prices.buckets["tkg"]}}
@@ -148,6 +149,7 @@ def plan_serve(config, layout, folder: str, *, dtype: str, settings: EngineSetti
     report["parameters"] = parameter_count(config)   # the real model's, not the TP-padded one's
     report.update(out)
     report["assumptions_serving"] = dict(ASSUMPTIONS)
+    report["compile_deployment"] = deployment_compile.budget(step_prices.buckets, step_prices.priced)
     if ends:
         serve_ranges.attach(report, ranges, ends["fast"], ends["slow"], report_ranges.table()["coverage_goal"])
     report["replicas"] = layout.world_size // layout.tp
