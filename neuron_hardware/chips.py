@@ -51,6 +51,8 @@ class ChipSpec:
     act_lowp_x2: bool = False        # ScalarE 256 elem/cycle for bf16/fp16/fp8
     fp8_double_row: bool = True
     matmul_bf16_psum_out: bool = False
+    # fp8 E4M3 is OCP float8_e4m3fn (+-448), not Neuron's IEEE-style FP8_EXP4 (+-240) [A5]
+    ocp_e4m3fn: bool = False
     neuronlink_bytes_per_s: float = 0.0   # per chip, chip-to-chip
     cc_cores: int = 0
 
@@ -104,12 +106,14 @@ TRN3 = ChipSpec(
     physical_cores=8, supported_lnc=(1, 2), default_lnc=2,                  # [C1]
     hbm_bytes=144 * GiB, hbm_bytes_per_s=4.9 * T,                           # [C1] 144 GiB, 4.9 TB/s
     dma_bytes_per_s=4.9 * T,                                                # [C1]
-    tensor_flops=_peaks(79 * T, 315 * T, 20 * T),    # [C1] 79 BF16, 315 MXFP8, 20 FP32 per core
+    tensor_flops={**_peaks(79 * T, 315 * T, 20 * T),  # [C1] 79 BF16, 315 MXFP8, 20 FP32 per core
+                  "mxfp8": 315 * T},   # [C1] OCP MXFP8/MXFP4 (e8m0 scale per 32 along K); trn1/trn2 have none
     vector_tflops_fp32=1.2, scalar_tflops_fp32=1.2,                         # [C1]
     pe_ghz=2.4, dve_ghz=1.2, act_ghz=1.2, pool_ghz=1.2,                     # [C1] TensorE 2.4, others 1.2
     sbuf_partition_bytes=256 * KiB,                                         # [C1] 32 MiB/core
     dma_engine_bytes_per_ns=33.0,                                           # [DMA]
     act_lowp_x2=True, matmul_bf16_psum_out=True,                            # [NKI] v4 widths; docs/hardware-sources.md A3
+    ocp_e4m3fn=True,                # [A5] NCC_EVRF051: F8E4M3FN "natively supported on Trainium3 (Trn3)"
     neuronlink_bytes_per_s=2560e9,                                          # [C1] NeuronLink-v4
     cc_cores=16,                                                            # [C1]
 )

@@ -31,6 +31,21 @@ def test_every_documented_command_names_a_script_module_option_and_variable_that
     assert not stale, "documented commands that no longer work as written:\n" + "\n".join(stale)
 
 
+@pytest.mark.torchtitan
+@pytest.mark.torchtitan_ci
+def test_documented_torchtitan_commands_name_options_torchtitan_has():
+    """With TorchTitan installed (.ci/torchtitan-smoke): the commands that launch it, their options checked
+    against TorchTitan's own --help. The main suite checks every other command and option without it."""
+    readings = [dc.read(c) for c in dc.all_commands() if "torchtitan" in c.text]
+    assert readings, "no documented command launches TorchTitan"
+    dc.prefetch_help(p.help_argv for r in readings for p in r.programs if p.help_argv and p.flags)
+    unchecked = sorted({dep for r in readings for dep in dc.unchecked(r)})
+    assert not unchecked, f"options left unchecked for want of {unchecked}: install them as .ci/torchtitan-install does"
+    stale = [f"{_where(r)}\n    " + "\n    ".join(found) for r in readings for found in [dc.problems(r)] if found]
+    print(f"{len(readings)} TorchTitan commands checked against TorchTitan's --help")  # -rP
+    assert not stale, "documented TorchTitan commands that no longer work as written:\n" + "\n".join(stale)
+
+
 def test_every_documented_program_is_run_by_a_test_or_the_doc_says_what_it_needs(readings):
     orphans = [_where(r) for r in readings if not dc.covered(r) and not dc.NEEDS.search(r.command.comment)]
     assert not orphans, ("commands whose program no test or CI script runs; run it in a test, or end the "

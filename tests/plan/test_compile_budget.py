@@ -198,3 +198,33 @@ def test_the_documented_example_plans_its_compiled_graphs():
                        capture_output=True, text=True, timeout=600, cwd=repo)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "## Compiled graphs:" in p.stdout, p.stdout[-3000:]
+
+
+def _record(index, flops, training=False, warm=False):
+    from torch_neuronx.compiler import GraphRecord
+
+    inputs = (((1, 512), "torch.int64"),)
+    return GraphRecord(index, f"forward_{index}", "m", "forward (m.py:1)", 0, "first call", "", inputs, 100, training,
+                       False, f"key{index}", (), "compiled", warm, flops=flops)
+
+
+def test_the_budget_gives_the_fitted_compile_time_of_a_graph_of_public_size():
+    """A 7B-class context-encoding graph is inside the public rows' sizes: the budget row carries the fit's
+    estimate and range, a training graph is priced at 3x its forward FLOPs, the total sums the cold graphs, and
+    a tiny graph stays "unknown" (no public compile time that small), which leaves the total unknown."""
+    from torch_neuronx.plan import _compile_time as ct
+
+    llama = next(r for r in ct.ROWS if "Llama-2-7b-hf" in r.source)
+    forward, train = _record(0, llama.flops_per_core), _record(1, 1e12, training=True)
+    warm = _record(2, 1e12, warm=True)
+    budget = build([forward, train, warm])
+    rows = budget["graphs"]
+    assert rows[0]["neuronx_cc"] == ct.estimate(llama.flops_per_core)
+    assert rows[0]["neuronx_cc"]["low_s"] < llama.seconds < rows[0]["neuronx_cc"]["high_s"]
+    assert rows[1]["neuronx_cc"] == ct.estimate(3e12)
+    total = budget["neuronx_cc_total"]   # the warm graph costs no compile
+    assert total["estimate_s"] == rows[0]["neuronx_cc"]["estimate_s"] + rows[1]["neuronx_cc"]["estimate_s"]
+    assert "estimated neuronx-cc time" in _title(budget) and "over 15 rows" in budget["compile_time_model"]
+    tiny = build([forward, _record(3, 1.8e5)])
+    assert "outside" in tiny["graphs"][1]["neuronx_cc"]["unknown"] and tiny["neuronx_cc_total"] is None
+    assert "neuronx-cc time unknown for 1 graph" in _title(tiny)

@@ -41,6 +41,13 @@ def test_qwen3_fp32_equals_transformers(model_dir, make_llm):
     assert token_ids(llm.generate(PROMPTS, greedy())) == transformers_greedy(path, PROMPTS, torch.float32)
 
 
+def test_qwen3_moe_fp32_equals_transformers(model_dir, make_llm):
+    """A mixture-of-experts model (8 experts, top 2) takes vLLM's CPU fused-MoE path on device memory."""
+    path = model_dir("qwen3_moe", moe_intermediate_size=64, num_experts=8, num_experts_per_tok=2)
+    llm = make_llm(path, dtype="float32")
+    assert token_ids(llm.generate(PROMPTS, greedy())) == transformers_greedy(path, PROMPTS, torch.float32)
+
+
 def test_llama_bf16_first_tokens_equal_transformers(model_dir, make_llm):
     path = model_dir("llama")
     llm = make_llm(path, dtype="bfloat16")

@@ -8,7 +8,8 @@ The extern kernels (matmuls, attention) are then the CPU's own calls, with no br
 
 Everything else keeps the neuron program: graphs mixing devices or cores, programs that create
 tensors on a named device, random ops (the core's generator must draw them), ATen ops without a CPU
-kernel, collectives, custom or higher-order ops, dry runs (their kernels do not run). TORCH_NEURONX_COMPILED_HOST_PROGRAM=0 turns it off for graphs compiled after.
+kernel, ATen ops whose neuron kernel computes what the CPU's cannot (MXFP8 `_scaled_mm`), collectives,
+custom or higher-order ops, dry runs (their kernels do not run). TORCH_NEURONX_COMPILED_HOST_PROGRAM=0 turns it off for graphs compiled after.
 """
 from __future__ import annotations
 
@@ -95,6 +96,8 @@ def plan(graph, body: str) -> tuple[int, tuple[bool, ...]] | None:
         return None
     if not all(_runs_on_host(name, overload) for name, overload in set(_ATEN_CALL.findall(call))):
         return None
+    if "_scaled_mm" in call:
+        return None   # its neuron kernels run MXFP8 (e8m0 block scales), which torch's CPU kernels reject
     if "_grouped_mm(" in call and _low_precision_gemm_converts():
         return None   # its neuron kernel follows the host GEMM policy (runtime/host_gemm.py); the CPU's would not
     return cores.pop(), tuple(outputs)

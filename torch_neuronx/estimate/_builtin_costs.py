@@ -49,6 +49,27 @@ def _scaled_grouped_mm(mat_a, mat_b, scale_a, scale_b, offs=None, *args, out_val
     return Cost(flops=grouped_mm_flops(mat_a, mat_b, offs))
 
 
+# FP8 matmuls: PyTorch's FLOPs (2 x M x K x N). With float8_e8m0fnu block scales (OCP MXFP8) they
+# run at the TensorE's MXFP8 rate (trn3 only: neuron_hardware), else at the operands' FP8 rate.
+_E8M0 = torch.float8_e8m0fnu
+
+
+def _mm_flops(a, b) -> int:
+    return 2 * a.shape[0] * a.shape[1] * b.shape[1]
+
+
+@register_cost(aten._scaled_mm)
+def _scaled_mm(mat_a, mat_b, scale_a, scale_b, *args, out_val=None, **kwargs):
+    mx = _E8M0 in (scale_a.dtype, scale_b.dtype)
+    return Cost(flops=_mm_flops(mat_a, mat_b), tensor_rate="mxfp8" if mx else None)
+
+
+@register_cost(aten._scaled_mm_v2)
+def _scaled_mm_v2(mat_a, mat_b, scale_a, recipe_a, swizzle_a, scale_b, *args, out_val=None, **kwargs):
+    mx = any(s.dtype == _E8M0 for s in list(scale_a) + list(scale_b))
+    return Cost(flops=_mm_flops(mat_a, mat_b), tensor_rate="mxfp8" if mx else None)
+
+
 def _attention(packet):
     """PyTorch's own FLOP formula of an attention op, charged as attention."""
     formula = flop_counter.flop_registry[packet]

@@ -44,8 +44,13 @@ class Cost:
     elements: int = 0               # Vector-engine element operations (one per element per pass)
     bytes: int | None = None        # HBM bytes read + written; None: the call's tensors
     category: str | None = None     # the report's category; default "matmul" with FLOPs, else "elementwise"
+    # the TensorE rate the FLOPs run at, a name of neuron_hardware's table ("mxfp8"); None: the
+    # first tensor's dtype (block-scaled formats have no torch dtype of their own)
+    tensor_rate: str | None = None
 
     def __post_init__(self) -> None:
+        if self.tensor_rate is not None and (not isinstance(self.tensor_rate, str) or not self.tensor_rate):
+            raise ValueError(f"Cost(tensor_rate={self.tensor_rate!r}): give a rate name such as 'mxfp8', or None.")
         for name in ("flops", "elements", "bytes"):
             value = getattr(self, name)
             if value is None and name == "bytes":

@@ -84,7 +84,9 @@ def _registered(name, cost: Cost, ins, outs, nbytes, hw: Hardware, launch_s: flo
     category = cost.category or ("matmul" if cost.flops else "elementwise")
     if not cost.flops:
         return roofline(name, category, "vector", 0, nbytes, vector, hw, launch_s, dtype)
-    matmul = cost.flops / (hw.tensor_flops(dtype) * hw.assumptions.matmul_efficiency)
+    peak = hw.tensor_flops(dtype) if cost.tensor_rate is None else hw.tensor_rate(cost.tensor_rate, name)
+    dtype = cost.tensor_rate or dtype
+    matmul = cost.flops / (peak * hw.assumptions.matmul_efficiency)
     latency, fill = _pipeline_fill_s(cost.flops, ins, outs, nbytes, hw)
     return roofline(name, category, "tensor", cost.flops, nbytes, matmul + fill + latency + vector, hw, launch_s,
                     dtype, tensor_parts=(matmul, fill, latency + vector))

@@ -24,6 +24,8 @@ _TENSOR_DTYPE = {
     "float64": "float32", "int8": "float32", "uint8": "float32", "int16": "float32",
     "int32": "float32", "int64": "float32", "bool": "float32",
     "complex64": "float32", "complex128": "float32",
+    # MX block scales: no arithmetic dtype of their own; their elementwise ops counted at fp32 rates
+    "float8_e8m0fnu": "float32",
 }
 LOW_PRECISION = {"bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
                  "float8_e5m2fnuz"}
@@ -49,6 +51,18 @@ class Hardware(neuron_hardware.OnLogicalCore):   # .instance, .lnc, .chip: the v
     def tensor_flops(self, dtype) -> float:
         """Dense TensorEngine peak FLOP/s of one logical core for `dtype`."""
         return self.view.tensor_peak(_TENSOR_DTYPE[dtype_name(dtype)])
+
+    def tensor_rate(self, rate: str, op: str = "this op") -> float:
+        """Dense TensorEngine peak FLOP/s of one logical core for a named rate of the hardware
+        table ("mxfp8"); raises ValueError where this chip's TensorE lacks it."""
+        if rate not in self.chip.tensor_flops:
+            having = [c.name for c in neuron_hardware.CHIPS.values() if rate in c.tensor_flops]
+            raise ValueError(
+                f"{op} runs at the TensorE's {rate.upper()} rate, which {self.name} ({self.chip.name}, "
+                f"{self.chip.core_version}) lacks; chips with it: {', '.join(having) or 'none'}. Estimate "
+                f"for one of them (instance_type=, --instance or TORCH_NEURONX_INSTANCE_TYPE, e.g. "
+                f"{having[0] + '.3xlarge' if having else 'trn3.3xlarge'}), or use a format this chip has")
+        return self.view.tensor_peak(rate)
 
     @property
     def peak_flops_bf16(self) -> float:

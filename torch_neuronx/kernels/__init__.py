@@ -8,7 +8,8 @@ once per RNN time step, once per attention call).
 
 Public (``__all__``, for the layers above): ``register()`` (called at registration) and
 ``output_shapes(op_name)`` (how the planner shapes an op without running it). The kernel files
-(shallow_copy, rnn_cells, sdpa_overrideable, flash_varlen, grouped_mm) are internal.
+(shallow_copy, rnn_cells, sdpa_overrideable, flash_varlen, grouped_mm,
+scaled_mm) are internal.
 """
 from __future__ import annotations
 
@@ -22,9 +23,9 @@ _LIB: list[torch.library.Library] = []  # kept alive: dropping a Library unregis
 def output_shapes(op_name: str):
     """The function giving `op_name`'s outputs on neuron where they are shaped unlike PyTorch's meta
     kernel says (called with the op's arguments, it returns empty outputs on their device), else None."""
-    from . import flash_varlen
+    from . import flash_varlen, scaled_mm
 
-    return flash_varlen.SHAPES.get(op_name)
+    return flash_varlen.SHAPES.get(op_name) or scaled_mm.SHAPES.get(op_name)
 
 
 def register() -> None:
@@ -32,10 +33,11 @@ def register() -> None:
         return
     lib = torch.library.Library("aten", "IMPL")
     _LIB.append(lib)
-    from . import flash_varlen, grouped_mm, rnn_cells, sdpa_overrideable, shallow_copy
+    from . import flash_varlen, grouped_mm, rnn_cells, scaled_mm, sdpa_overrideable, shallow_copy
 
     shallow_copy.register(lib)
     rnn_cells.register(lib)
     sdpa_overrideable.register(lib)
     flash_varlen.register(lib)
     grouped_mm.register(lib)
+    scaled_mm.register(lib)

@@ -19,7 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .._torch_versions import require
 from ..estimate.aten_schema import is_view
-from . import fp8, float64, int64, int_via_fp32, recompute, report, stochastic_rounding
+from . import fp8, float64, int64, int_via_fp32, mx_matmul, recompute, report, stochastic_rounding
 from .config import NumericsConfig
 
 _INTERESTING = frozenset(int64.DTYPES + float64.DTYPES + fp8.DTYPES + int_via_fp32.INT_DTYPES)
@@ -63,6 +63,7 @@ class NumericsMode(TorchDispatchMode):
             if self.emulate and config.stochastic_rounding else None
         self.watch = _INTERESTING | (_LOW if self.sr is not None else frozenset())
         self.int64_on = config.int64 == "wrap"
+        self.fp8_on = fp8.target_has_neuron_e4m3()
         self._warned: set[str] = set()
 
     @classmethod
@@ -177,7 +178,7 @@ class NumericsMode(TorchDispatchMode):
         if float64.involved(both, kwargs):
             report.expose("float64", name)
             float64.check(func, args, kwargs, out, snapshot)
-        if any(t.dtype in fp8.DTYPES for t in outs):
+        if self.fp8_on and any(t.dtype in fp8.DTYPES for t in outs):
             report.expose("fp8", name)
             fp8.check(name, outs)
 
@@ -186,10 +187,13 @@ class NumericsMode(TorchDispatchMode):
             int_via_fp32.emulate(func, args, kwargs, out, snapshot)
         elif float64.involved(neuron_in + outs, kwargs):
             float64.emulate(func, args, kwargs, out, snapshot)
+        elif self.sr is not None and mx_matmul.applies(func, outs):
+            mx_matmul.emulate(func, args, kwargs, out, self.sr)
         elif self.sr is not None and stochastic_rounding.applies(func, tensors, outs):
             stochastic_rounding.emulate(func, args, kwargs, out, snapshot, self.sr)
         if self.int64_on:
             for t in outs:
                 if t.dtype in int64.DTYPES:
                     int64.wrap_(t)
-        fp8.emulate(outs, self.config.fp8_overflow)
+        if self.fp8_on:
+            fp8.emulate(outs, self.config.fp8_overflow)

@@ -16,10 +16,20 @@ import torch
 
 from nki.language import float8_e4m3 as _NKI_TRN2_E4M3
 
+from .. import runtime
 from . import report
 
 NEURON_E4M3_MAX = float(ml_dtypes.finfo(_NKI_TRN2_E4M3).max)  # 240.0
 DTYPES = (torch.float8_e4m3fn,)
+
+
+def target_has_neuron_e4m3() -> bool:
+    """Whether the configured target's E4M3 is Neuron's +-240 one: trn1/trn2. Trn3 runs OCP
+    float8_e4m3fn natively (docs/hardware-sources.md A5, NCC_EVRF051), so nothing differs there."""
+    try:
+        return not runtime.topology().chip.ocp_e4m3fn
+    except runtime.env.NeuronEnvironmentError:
+        return True   # the environment error is raised on the device's first use; assume trn2's E4M3
 
 
 def _overflow(t: torch.Tensor):

@@ -25,6 +25,7 @@ class Command(NamedTuple):
 def _commands() -> list[Command]:
     from . import _html_report as html_report, _run as run
     from .models import _cli as cli, _options as options, _sweep as sweep
+    from .serve import _cli as serve
 
     def first_line(module) -> str:
         return (module.__doc__ or "").split("\n")[0]
@@ -38,6 +39,8 @@ def _commands() -> list[Command]:
         Command("train", "plan a training step of a HF model from its config.json",
                 "Plan a training step (AdamW) of a Hugging Face model from its config.", cli.add_train_arguments,
                 cli.run_train, options.TrainOptions),
+        Command("serve", "plan a vLLM deployment: vLLM's own scheduler on the estimated step times",
+                first_line(serve), serve.add_arguments, serve.run, serve.ServeOptions),
         Command("sweep", "plan a training step for every layout of the lists given", first_line(sweep),
                 sweep.add_arguments, sweep.main, options.SweepOptions),
         Command("html", "write a plan's --json report as one self-contained HTML page", first_line(html_report),

@@ -272,8 +272,56 @@ def _syncs(r: dict) -> str:
                   [(short_path(s["site"]), s["kind"], number(s["count"])) for s in syncs[:40]], numeric=(2,))
 
 
+def serve_page(r: dict) -> str:
+    """`plan serve` report: bench serve's figures, the engine's steps and KV cache, the graphs priced."""
+    b, e = r["bench_serve"], r["engine"]
+    title = f"plan serve: {r['model_type']} on {r['layout']}"
+    cards = [("requests/s", number(b["request_throughput"]), "request_throughput"),
+             ("output tokens/s", number(b["output_throughput"]), "output_throughput"),
+             ("mean TTFT", seconds(b["mean_ttft_ms"] / 1e3), "mean_ttft_ms"),
+             ("mean TPOT", seconds(b["mean_tpot_ms"] / 1e3), "mean_tpot_ms"),
+             ("peak HBM per core", size(r["peak_hbm_bytes_per_core"]), None),
+             ("capacity per core", size(r["hbm_capacity_bytes_per_core"]), None)]
+    cards = [(k, v, range_text(b, key).strip(" ()") if key else "") for k, v, key in cards]
+    latency = [(name, *(f"{b[f'{k}_{key}_ms']:.2f}" for k in ("mean", "median", "p90", "p99")))
+               for name, key in (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E latency", "e2el"))]
+    engine = [("engine steps", number(e["steps"])), ("device time", seconds(e["device_s"])),
+              ("host time", seconds(e["host_s"])), ("preemptions", number(e["preemptions"])),
+              ("KV cache", f"{number(e['kv_cache_blocks'])} blocks of {e['block_size']} tokens"),
+              ("KV cache used (peak / mean)", f"{e['kv_cache_usage_peak']:.1%} / {e['kv_cache_usage_mean']:.1%}"),
+              ("max-model-len / max-num-seqs / max-num-batched-tokens",
+               f"{e['max_model_len']} / {e['max_num_seqs']} / {e['max_num_batched_tokens']}")]
+    graphs = [("prefill" if g["kind"] == "cte" else "decode", g["bucket"], f"{g['seconds'] * 1e3:.3f}", g["calls"])
+              for g in r["graphs"]]
+    sections = [_section("Summary", _cards(cards), "summary"),
+                _section("Latency in ms (vllm bench serve's figures)",
+                         _table(["", "mean", "p50", "p90", "p99"], latency, numeric=(1, 2, 3, 4)), "latency"),
+                _section("vLLM's engine", _kv(engine), "engine"),
+                _section("Graphs priced (bucket, ms per step, steps)",
+                         _table(["graph", "bucket", "ms", "steps"], graphs, numeric=(1, 2, 3)), "graphs"),
+                _section("Assumptions", _kv(list(r["assumptions_serving"].items())), "serving-assumptions")]
+    c = r.get("compile_deployment")
+    if c:
+        hours = lambda s: "unknown" if s is None else f"{s / 3600:.2f} h"
+        rows = [(("prefill" if g["kind"] == "cte" else "decode"), g["bucket"],
+                 "unknown" if "estimate_s" not in g else f"{g['estimate_s']:.0f} ({g['low_s']:.0f} to {g['high_s']:.0f})",
+                 g["flops_from"]) for g in c["graphs"]]
+        sections.insert(-1, _section(
+            f"What a deployment compiles: {c['count']} graphs, neuronx-cc about {hours(c['total_s'])} "
+            f"({hours(c['total_low_s'])} to {hours(c['total_high_s'])})",
+            _table(["graph", "bucket", "compile s (range)", "FLOPs"], rows, numeric=(1,))
+            + f'<p class="note">{esc(c["fit"])}; {esc(c["assumption"])}</p>', "compile"))
+    basis = basis_lines(r)
+    if basis:
+        sections[0] = _section("Summary", _cards(cards) + f'<p class="note" id="ranges">{esc(basis[0])}</p><ul class="note">'
+                               + "".join(f"<li>{esc(line[2:])}</li>" for line in basis[1:]) + "</ul>", "summary")
+    return _page(title, r["fits"], _assume_html("serve", r.get("assumptions_overridden")), sections)
+
+
 def model_page(r: dict) -> str:
-    """`plan generate` / `plan train` report."""
+    """`plan generate` / `plan train` report (`plan serve`'s: serve_page)."""
+    if "bench_serve" in r:
+        return serve_page(r)
     kind = "generate" if "ttft_ms" in r else "train"
     title = f"plan {kind}: {r['model_type']} on {r['layout']}"
     mode = r.get("mode") or ("compiled" if r.get("compiled") is True else "eager")

@@ -106,7 +106,7 @@ def text(report: dict, key: str | None) -> str:
     bounds = report.get(f"{key}_range") if key else None
     if not bounds:
         return ""
-    unit = UNITS.get(key, "")
+    unit = UNITS.get(key) or (" ms" if key.endswith("_ms") else "")   # plan serve's bench serve figures: *_ms
     return f" (80% range {number(bounds[0], 3)}{unit} to {number(bounds[1], 3)}{unit})"
 
 

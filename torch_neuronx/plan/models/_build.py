@@ -142,9 +142,11 @@ def build_causal_lm(config, dtype: torch.dtype, tp: int = 1, fsdp: int = 1, dp: 
     if tp * fsdp * dp > 1:
         from transformers.distributed import DistributedConfig
 
-        # --fsdp shards as DistributedConfig(fsdp_size) does; --dp replicates (HSDP replicas)
-        kwargs["distributed_config"] = DistributedConfig(tp_size=tp, fsdp_size=fsdp, dp_replicate_size=dp,
-                                                         ep_size=ep if ep > 1 else None)
+        # --fsdp shards as DistributedConfig(fsdp_size) does; --dp replicates (HSDP replicas). dp_replicate_size
+        # is named only when asked: transformers before 5.20 (vLLM's environment, docs/serving.md) lacks it
+        replicas = {"dp_replicate_size": dp} if dp > 1 else {}
+        kwargs["distributed_config"] = DistributedConfig(tp_size=tp, fsdp_size=fsdp, ep_size=ep if ep > 1 else None,
+                                                         **replicas)
     else:
         kwargs["device_map"] = "neuron:0"
     torch.neuron.set_device(0)
