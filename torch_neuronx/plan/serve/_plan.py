@@ -29,9 +29,10 @@ ASSUMPTIONS = {
                     "1- and 2-layer probes extrapolated to the depth); a prefill segment attends within its "
                     "bucket, a decode step over caches of max-model-len (vllm-neuron docs, decode context-length "
                     "bucketing)",
-    "host": "each engine step adds the synchronous host time of one NEFF execution, the cost-model assumption "
-            "host_sync_s (vLLM Neuron's measured per-execution host overhead, docs/hardware-sources.md C4): the "
-            "engine schedules step k+1 after step k's tokens are back",
+    "host": "each engine step adds the host's share of a serving step, the cost-model assumption "
+            "serving_host_step_s (vLLM Neuron's measured synchronous host overhead per execution, "
+            "docs/hardware-sources.md C4; plan generate's deployed mode adds the same): the engine schedules "
+            "step k+1 after step k's tokens are back",
     "clients": "requests arrive as vllm bench serve sends them (Poisson or gamma gaps at --request-rate, seeded; "
                "--max-concurrency slots), prompts of random tokens (no prefix-cache hits), EOS ignored",
 }
@@ -129,7 +130,7 @@ def plan_serve(config, layout, folder: str, *, dtype: str, settings: EngineSetti
     head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
     target.prices, target.available_bytes = step_prices, available
     target.kv_specs = setup.attention_specs(text.num_hidden_layers, base["kv_heads_per_rank"], head_dim)
-    host_s = cost_assumptions.resolve().host_sync_s
+    host_s = cost_assumptions.resolve().serving_host_step_s
     out = simulate(vc, target, executor, specs, due, max_concurrency=max_concurrency, host_s=host_s,
                    vocab_size=text.vocab_size, seed=seed)
     ranges = serve_ranges.kind_ranges(config.to_dict() if hasattr(config, "to_dict") else dict(config),
