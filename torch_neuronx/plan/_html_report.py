@@ -305,11 +305,12 @@ def serve_page(r: dict) -> str:
         hours = lambda s: "unknown" if s is None else f"{s / 3600:.2f} h"
         rows = [(("prefill" if g["kind"] == "cte" else "decode"), g["bucket"],
                  "unknown" if "estimate_s" not in g else f"{g['estimate_s']:.0f} ({g['low_s']:.0f} to {g['high_s']:.0f})",
-                 g["flops_from"]) for g in c["graphs"]]
+                 "unknown" if not g["flops_per_core"] else f"{g['flops_per_core']:.3g} ({g['flops_from']})")
+                for g in c["graphs"]]
         sections.insert(-1, _section(
             f"What a deployment compiles: {c['count']} graphs, neuronx-cc about {hours(c['total_s'])} "
             f"({hours(c['total_low_s'])} to {hours(c['total_high_s'])})",
-            _table(["graph", "bucket", "compile s (range)", "FLOPs"], rows, numeric=(1,))
+            _table(["graph", "bucket", "compile s (range)", "FLOPs per core"], rows, numeric=(1,))
             + f'<p class="note">{esc(c["fit"])}; {esc(c["assumption"])}</p>', "compile"))
     basis = basis_lines(r)
     if basis:
