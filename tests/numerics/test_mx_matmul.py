@@ -3,7 +3,6 @@ result rounded once to the output dtype, round-to-nearest-even by default (equal
 kernel) and stochastically with NEURON_RT_STOCHASTIC_ROUNDING_EN=1 (each element one of the two
 bf16 neighbours of the FP32 result, unbiased). Trn3's E4M3 is OCP float8_e4m3fn, so an MXFP8
 operand up to +-448 keeps its value there, while a trn2 target still models Neuron's +-240."""
-import pytest
 
 from .helpers import run_mode
 

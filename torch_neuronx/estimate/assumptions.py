@@ -12,7 +12,6 @@ Unknown names and out-of-range values raise an error naming the variable and the
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, fields, replace
 
 import neuron_hardware
