@@ -25,7 +25,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from . import _formulas as formulas, recorders
+from . import _broadcast as broadcast, _formulas as formulas, recorders
 from .hardware import Hardware
 from ._costs import stated_bytes
 from ._ops import op_estimate, roofline_terms
@@ -176,10 +176,20 @@ def program(calls, out_keys, hw: Hardware, name: str) -> dict[str, GraphEstimate
             producer.setdefault(_key(t), kern)
             size[_key(t)] = max(size.get(_key(t), 0), formulas.touched_bytes(t))
     outputs = out_keys["forward"] | out_keys["backward"]
+    # broadcast copies (grouped-query attention's repeated KV heads) that only matmuls read: not
+    # materialised, the matmul reads their source (_broadcast.py)
+    boundary_kernels = {kern for p, kern in zip(per, kernel_of) if _is_kernel_boundary(p[5])}
+    elided = broadcast.elided(per, kernel_of, boundary_kernels, outputs, _key)
+    via_copy = {out: (src, src_bytes, copy_bytes) for src, src_bytes, copy_bytes, out in elided.values()}
+    reuse = hw.assumptions.matmul_broadcast_reuse
     kernels: dict[int, dict] = {}
-    for (func, a, k, o, ph, e), kern in zip(per, kernel_of):
+    for i, ((func, a, k, o, ph, e), kern) in enumerate(zip(per, kernel_of)):
         kd = kernels.setdefault(kern, {"phase": ph, "compute": 0.0, "reads": set(), "writes": set(),
                                        "boundary": _is_kernel_boundary(e), "flops": 0, "cats": {}})
+        if i in elided:   # not run: its consumers read the source (its category is still counted)
+            kd["cats"][e.category] = kd["cats"].get(e.category, 0) + 1
+            kd["elided"] = kd.get("elided", 0) + 1
+            continue
         # engines of a fused kernel run concurrently: its compute is the busiest engine's work
         kd.setdefault("engines", {})[e.engine] = kd.setdefault("engines", {}).get(e.engine, 0.0) + e.compute_s
         kd["compute"] = max(kd["engines"].values())
@@ -192,10 +202,15 @@ def program(calls, out_keys, hw: Hardware, name: str) -> dict[str, GraphEstimate
             stated = stated_bytes(func, a, k, o)
             if stated is not None:   # a registered cost that states its HBM traffic (a kernel's own DMA)
                 kd["stated_bytes"] = stated
-        for i, t in enumerate(formulas.tensors((a, k))):
-            if producer.get(_key(t)) != kern:
+        for n, t in enumerate(formulas.tensors((a, k))):
+            if _key(t) in via_copy:   # an elided broadcast copy: read its source
+                src, src_bytes, copy_bytes = via_copy[_key(t)]
+                kd["reads"].add(src)
+                part = broadcast.read_bytes(src_bytes, copy_bytes, reuse)
+                kd.setdefault("partial", {})[src] = kd.get("partial", {}).get(src, 0) + part
+            elif producer.get(_key(t)) != kern:
                 kd["reads"].add(_key(t))
-                if i == 0 and _indexed_read(func):   # the rows it gathers, not the whole table
+                if n == 0 and _indexed_read(func):   # the rows it gathers, not the whole table
                     part = sum(formulas.touched_bytes(x) for x in formulas.tensors(o))
                     kd.setdefault("partial", {})[_key(t)] = kd.get("partial", {}).get(_key(t), 0) + part
         for t in formulas.tensors(o):
@@ -207,7 +222,8 @@ def program(calls, out_keys, hw: Hardware, name: str) -> dict[str, GraphEstimate
                     kd.setdefault("partial", {})[key] = kd.get("partial", {}).get(key, 0) + part
     bw = hw.hbm_bytes_per_s * hw.assumptions.hbm_efficiency
     for phase in ("forward", "backward"):
-        mine = [kd for kd in kernels.values() if kd["phase"] == phase]
+        mine = [kd for kd in kernels.values() if kd["phase"] == phase and "engines" in kd]
+        gone = [kd for kd in kernels.values() if kd["phase"] == phase and "engines" not in kd]
         ops = [p for p in per if p[4] == phase]
         if not ops:
             continue
@@ -225,6 +241,9 @@ def program(calls, out_keys, hw: Hardware, name: str) -> dict[str, GraphEstimate
             other = max((v for k, v in kd["engines"].items() if k != "tensor"), default=0.0)
             terms.append((*kd.get("tensor_parts", (0.0, 0.0, 0.0)), other, mem))
             g.flops += kd["flops"]
+            for c, n in kd["cats"].items():
+                g.categories[c] = g.categories.get(c, 0) + n
+        for kd in gone:   # kernels of elided copies only
             for c, n in kd["cats"].items():
                 g.categories[c] = g.categories.get(c, 0) + n
         g.kernel_terms = tuple(terms)

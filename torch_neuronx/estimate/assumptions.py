@@ -104,6 +104,13 @@ class Assumptions:
     # and use_shard_on_intermediate_dynamic_while default False); 1: the dynamic-while kernels' early
     # exit, only the blocks that hold tokens run.
     moe_skip_padded_blocks: float = 0.0
+    # A compiled graph's matmul whose operand is a broadcast copy of a smaller tensor (grouped-query
+    # attention's repeated KV heads, `repeat_kv`) reads the source instead of a materialised copy:
+    # the compiler folds broadcasts into its consumer's loads, and NKI's attention kernels take the
+    # KV heads as stored, with a Q/KV head ratio, intermediates in SBUF (the NKI library's Attention
+    # TKG and Attention Block TKG kernel pages). The fraction of a group's repeated reads served from
+    # SBUF: 1, each KV head read from HBM once for its group; 0, once per query head (estimate/_broadcast.py).
+    matmul_broadcast_reuse: float = 1.0
     # Serving as deployed (plan generate's deployed mode, plan/models/_serving.py). The host's share of
     # one serving step (a CTE or a TKG graph execution) that the device waits for: preparing the step's
     # inputs, launching the NEFF and reading back its token. vLLM-Neuron's async-execution design doc
@@ -118,6 +125,7 @@ DEFAULTS = Assumptions()
 NAMES = tuple(f.name for f in fields(Assumptions))
 SWITCHES = ("eager_async", "eager_fusion", "moe_skip_dma_token", "moe_skip_dma_weight", "moe_skip_padded_blocks")
 COUNTS = ("moe_block_size",)   # whole numbers >= 1
+FRACTIONS = ("matmul_broadcast_reuse",)   # shares in [0, 1]
 
 
 def _bad(source: str, message: str) -> env.NeuronEnvironmentError:
@@ -142,6 +150,8 @@ def merge(base: Assumptions, values: dict, source: str) -> Assumptions:
             raise _bad(source, f"{name}={raw!r} is an efficiency: use a value in (0, 1]")
         if name in COUNTS and (value < 1 or value != int(value)):
             raise _bad(source, f"{name}={raw!r} is a count: use a whole number >= 1")
+        if name in FRACTIONS and value > 1:
+            raise _bad(source, f"{name}={raw!r} is a fraction: use a value in [0, 1]")
         if name in SWITCHES and value not in (0.0, 1.0):
             raise _bad(source, f"{name}={raw!r} is a switch: use 1 (on) or 0 (off)")
         changes[name] = value
