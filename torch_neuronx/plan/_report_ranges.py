@@ -15,7 +15,7 @@ import json
 import math
 from functools import lru_cache
 
-from ._ranges import Kind, Range
+from ._ranges import RANGES, Kind, Range
 
 # figure -> (phase whose range it takes, "time" or "rate")
 FIGURES = {"ttft_ms": ("prefill", "time"), "tpot_ms": ("decode", "time"),
@@ -31,8 +31,6 @@ OVERRIDDEN = ("overridden: the ranges were calibrated with the default assumptio
 @lru_cache(maxsize=1)
 def table() -> dict:
     """calibration/ranges.json ({} when this install has none: plans then carry no ranges)."""
-    from .calibrate import RANGES
-
     return json.loads(RANGES.read_text()) if RANGES.exists() else {}
 
 
