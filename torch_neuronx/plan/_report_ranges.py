@@ -7,7 +7,9 @@ writes from the calibration table's residuals (plan/_ranges.py: the rule, the ki
 leave-one-out coverage); a plan reads them, it never re-runs the calibration. A plan's kind: dense or
 MoE (its config routes tokens to experts), the phase each figure measures, and the stack the planner
 models: NxD Training for `plan train`, NxD Inference for `plan generate`'s deployed mode; eager
-`generate()` has no calibrated stack and gets the widened range of every row.
+`generate()` has no calibrated stack and gets the widened range of every row. `plan run`'s figures
+take the range of the kind of what its script ran (plan/_run_ranges.py); this module writes their
+text and basis lines too.
 """
 from __future__ import annotations
 
