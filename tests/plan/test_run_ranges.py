@@ -166,3 +166,16 @@ def test_a_script_that_trains_and_generates_takes_all_three_phases(trained):
     kinds = ("dense/train/none", "dense/prefill/none", "dense/decode/none")
     assert r["ranges"]["figures"]["phases"] == ["train", "prefill", "decode"]
     assert r["estimated_total_s_range"] == pytest.approx(_closed_form(r["estimated_total_s"], *kinds), rel=1e-12)
+
+
+def test_a_multi_rank_report_bounds_its_step_time_by_the_slowest_ranks_kind(trained):
+    """The merged report of a multi-rank `plan run` (its ranks' own reports merged as plan/distributed does)."""
+    from torch_neuronx.plan.distributed._merge import markdown, merge
+
+    m = merge({0: copy.deepcopy(trained[0])}, world_size=1, nnodes=1, nproc_per_node=1)
+    assert m["ranges"]["train"]["kind"] == "dense/train/none"
+    assert m["step_time_s_range"] == pytest.approx(_closed_form(m["step_time_s"], "dense/train/none"), rel=1e-12)
+    assert m["estimated_total_s_range"] == trained[0]["estimated_total_s_range"]
+    step_line = next(line for line in markdown(m).splitlines() if line.startswith("step time (slowest rank"))
+    assert step_line.endswith(f"{seconds(m['step_time_s'])} {_shown(m['step_time_s_range'])}")
+    assert "- train (dense/train/none): " in markdown(m)

@@ -24,8 +24,6 @@ FIGURES = {"ttft_ms": ("prefill", "time"), "tpot_ms": ("decode", "time"),
            "step_time_s": ("train", "time"), "tokens_per_s": ("train", "rate"), "sequences_per_s": ("train", "rate")}
 # generation rates: their time is the prefill's and the decode steps' together (each part takes its range)
 GENERATION_RATES = ("output_tokens_per_s", "output_tokens_per_s_all_replicas")
-# `plan run`'s figures (plan/_run_ranges.py), shown in the units its report shows them
-RUN_FIGURES = ("estimated_total_s", "estimated_step_s")
 OVERRIDDEN = ("overridden: the ranges were calibrated with the default assumptions, "
               "so they do not hold for this plan's")
 
@@ -109,7 +107,7 @@ def text(report: dict, key: str | None) -> str:
     bounds = report.get(f"{key}_range") if key else None
     if not bounds:
         return ""
-    if key in RUN_FIGURES:
+    if key.endswith("_s") and report.get("kind") in ("rank", "merged"):   # `plan run`: as it shows its times
         return f" (80% range {seconds(bounds[0])} to {seconds(bounds[1])})"
     unit = UNITS.get(key) or (" ms" if key.endswith("_ms") else "")   # plan serve's bench serve figures: *_ms
     return f" (80% range {number(bounds[0], 3)}{unit} to {number(bounds[1], 3)}{unit})"

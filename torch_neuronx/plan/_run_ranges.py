@@ -18,7 +18,9 @@ A script's kind:
 from __future__ import annotations
 
 from ._ranges import Kind, Range
-from ._report_ranges import OVERRIDDEN, RUN_FIGURES, table
+from ._report_ranges import OVERRIDDEN, table
+
+FIGURES = ("estimated_total_s", "estimated_step_s")   # a rank report's figures that get a range
 
 # the ops that compute a MoE layer's routed experts (their names as the dry run counts them)
 GROUPED_EXPERT_OPS = frozenset({"aten::_grouped_mm", "aten::_scaled_grouped_mm",
@@ -69,10 +71,24 @@ def attach(report: dict, *, backward: bool, overridden: bool, ranges: dict | Non
     used = {p: Range.from_json(e) for p, e in entries.items()}
     low, high = min(r.low for r in used.values()), max(r.high for r in used.values())
     hull = Range(low, high, (), "", "")
-    for key in RUN_FIGURES:
+    for key in FIGURES:
         if report.get(key) is not None:
             report[f"{key}_range"] = list(hull.time_bounds(report[key]))
     report["ranges"] = {**out, **{p: {"kind": Kind(arch, p, "").key, **r.to_json()} for p, r in used.items()},
                         "figures": {"phases": list(phases), "residual_low": low, "residual_high": high,
                                     "rule": _rule(report, phases, arch)}}
     return report
+
+
+def merged(slowest: dict, step_time_s: float) -> dict:
+    """A multi-rank report's ranges (plan/distributed/_merge.py): the slowest rank's kind and basis, and
+    its step time (the job's pace) bounded by the same hull; {} when that rank's report has none."""
+    ranges = slowest.get("ranges")
+    if not ranges:
+        return {}
+    out = {"ranges": ranges}
+    if "figures" in ranges:
+        hull = Range(ranges["figures"]["residual_low"], ranges["figures"]["residual_high"], (), "", "")
+        out["step_time_s_range"] = list(hull.time_bounds(step_time_s))
+        out["estimated_total_s_range"] = slowest.get("estimated_total_s_range")
+    return out
