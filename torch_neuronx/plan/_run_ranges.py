@@ -39,7 +39,7 @@ def phases_of(report: dict, backward: bool) -> tuple[str, ...]:
     return ("train", "prefill", "decode") if report.get("generate_calls") else ("train",)
 
 
-def _rule(report: dict, phases: tuple[str, ...], arch: str) -> str:
+def _rule(phases: tuple[str, ...], arch: str) -> str:
     what = ("a MoE script (it ran grouped expert matmuls)" if arch == "moe"
             else "a dense script (it ran no grouped expert matmul)")
     if phases == ("train",):
@@ -76,7 +76,7 @@ def attach(report: dict, *, backward: bool, overridden: bool, ranges: dict | Non
             report[f"{key}_range"] = list(hull.time_bounds(report[key]))
     report["ranges"] = {**out, **{p: {"kind": Kind(arch, p, "").key, **r.to_json()} for p, r in used.items()},
                         "figures": {"phases": list(phases), "residual_low": low, "residual_high": high,
-                                    "rule": _rule(report, phases, arch)}}
+                                    "rule": _rule(phases, arch)}}
     return report
 
 
