@@ -92,6 +92,15 @@ def _kv(rows) -> str:
     return '<table class="kv">' + "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in rows) + "</table>"
 
 
+def _basis(r: dict) -> str:
+    """What the figures' calibrated ranges rest on (plan/_report_ranges.py), under the cards; '' without."""
+    basis = basis_lines(r)
+    if not basis:
+        return ""
+    items = "".join(f"<li>{esc(line[2:])}</li>" for line in basis[1:])
+    return f'<p class="note" id="ranges">{esc(basis[0])}</p>' + (f'<ul class="note">{items}</ul>' if items else "")
+
+
 def _cards(items) -> str:
     """Cards of (label, value) or (label, value, a line under the label: the figure's calibrated range)."""
     return '<div class="cards">' + "".join(
@@ -312,10 +321,8 @@ def serve_page(r: dict) -> str:
             f"({hours(c['total_low_s'])} to {hours(c['total_high_s'])})",
             _table(["graph", "bucket", "compile s (range)", "FLOPs per core"], rows, numeric=(1,))
             + f'<p class="note">{esc(c["fit"])}; {esc(c["assumption"])}</p>', "compile"))
-    basis = basis_lines(r)
-    if basis:
-        sections[0] = _section("Summary", _cards(cards) + f'<p class="note" id="ranges">{esc(basis[0])}</p><ul class="note">'
-                               + "".join(f"<li>{esc(line[2:])}</li>" for line in basis[1:]) + "</ul>", "summary")
+    if basis_lines(r):
+        sections[0] = _section("Summary", _cards(cards) + _basis(r), "summary")
     return _page(title, r["fits"], _assume_html("serve", r.get("assumptions_overridden")), sections)
 
 
@@ -348,10 +355,7 @@ def model_page(r: dict) -> str:
         ("layout", f"{r['layout']} ({plural(r['world_size'], 'rank')})"),
         ("model", f"{r['model_type']}, {number(r['parameters'] or 0)} parameters, {r['dtype']}"),
         *setup, ("run", "dry run (phantom device memory)" if r["dry_run"] else "real run")])
-    basis = basis_lines(r)
-    if basis:
-        summary += f'<p class="note" id="ranges">{esc(basis[0])}</p><ul class="note">' + "".join(
-            f"<li>{esc(line[2:])}</li>" for line in basis[1:]) + "</ul>"
+    summary += _basis(r)
     if r.get("oom"):
         summary += f'<p class="nofit" id="oom">out of memory: {esc(r["oom"])}</p>'
     parts = dict(r.get("memory_at_peak_bytes_per_core") or {})
@@ -399,8 +403,9 @@ def dry_run_page(r: dict) -> str:
     mode = r.get("mode") or ("compiled" if comp["distinct_graphs"] else "eager")
     cards = [("peak HBM per core", size(r["peak_hbm_bytes_per_core"])),
              ("capacity per core", size(r["hbm_capacity_bytes_per_core"])),
-             ("estimated total", seconds(r["estimated_total_s"])),
-             ("per optimizer step", seconds(r["estimated_step_s"])), ("MFU", f"{100 * r['mfu']:.1f}%"),
+             ("estimated total", seconds(r["estimated_total_s"]), range_text(r, "estimated_total_s").strip(" ()")),
+             ("per optimizer step", seconds(r["estimated_step_s"]), range_text(r, "estimated_step_s").strip(" ()")),
+             ("MFU", f"{100 * r['mfu']:.1f}%"),
              ("host syncs", number(r["host_sync_count"]))]
     rows = [("instance", f"{r['instance']}, LNC={r['lnc']}"),
             ("optimizer steps", number(r["optimizer_steps"])),
@@ -411,7 +416,7 @@ def dry_run_page(r: dict) -> str:
     if merged:
         rows.insert(0, ("job", f"{plural(merged['world_size'], 'rank')}; this page shows rank "
                                f"{merged['ranks_run'][0]} (ranks run: {', '.join(map(str, merged['ranks_run']))})"))
-    summary = _cards(cards) + "<br>" + _kv(rows)
+    summary = _cards(cards) + "<br>" + _kv(rows) + _basis(r)   # a rank report's ranges (plan/_run_ranges.py)
     if r["oom"]:
         summary += (f'<p class="nofit" id="oom">out of memory on neuron:{esc(r["oom"]["device"])} at '
                     f'<code>{esc(r["oom"]["site"])}</code>: {esc(r["oom"]["message"])}</p>')

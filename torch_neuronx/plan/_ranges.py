@@ -25,10 +25,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 COVERAGE = 0.8          # the share of future rows a range aims to hold
 CONFIDENT_ROWS = 9      # fewest rows whose order statistics bound a COVERAGE interval (see above)
 WIDEN = 1.25            # a few-rows range is widened by this factor each way (the table's own tolerance)
+
+# what the calibration command writes and plans read: per kind of workload, its range
+RANGES = Path(__file__).resolve().parent / "calibration" / "ranges.json"
 
 PHASES = {"ttft_ms": "prefill", "tpot_ms": "decode", "sequences_per_s": "train"}
 # the stack of a row, from its `release` text (calibration/published.csv); first match wins

@@ -7,6 +7,8 @@ from ..runtime.units import counts_since
 from ._compile_budget import markdown as budget_lines, section as budget_section
 from ._fallbacks import markdown_lines as fallback_lines
 from . import _notes as notes_mod
+from ._report_ranges import basis_lines, text as range_text
+from ._run_ranges import attach as attach_ranges
 from ._timeline import summary as timeline_summary
 from ._wording import assumption_lines, plural, overridden_assumptions, overridden_settings, seconds, size
 
@@ -48,7 +50,7 @@ def build(run) -> dict:
     m0, m1 = run._metrics0, run._metrics1
     graph_names = sorted({e.name for e in est.events if e.kind == "graph"})
     steps = run.optimizer_steps
-    return stamped("rank", {
+    report = {
         "dry_run": bool(_C._allocator_phantom()),
         "instance": hw.instance.name, "lnc": hw.lnc, "logical_cores_per_instance": hw.logical_cores,
         "peak_hbm_bytes_per_core": max((c["peak_allocated_bytes"] for c in cores), default=0),
@@ -92,7 +94,11 @@ def build(run) -> dict:
         "notes": _notes(est, run.ops),     # warnings collected while planning (plan/_notes.py)
         "timeline": timeline_summary(est.events),   # one core's estimated timeline, for --html
         "distributed": distributed_section(est, run.steps.ends_s),   # rank, world, collectives by group (plan/distributed)
-    })
+    }
+    # the figures' calibrated ranges, by the kind of what the script ran (plan/_run_ranges.py)
+    attach_ranges(report, backward=any(e.phase == "backward" for e in est.events),
+                  overridden=bool(overridden_assumptions(hw.assumptions)))
+    return stamped("rank", report)
 
 
 def _notes(est, ops: dict) -> list[dict]:
@@ -133,6 +139,12 @@ def _generate_row(g: dict) -> str:
             f"| {seconds(g['ttft_ms'] / 1e3)} | {tpot} | {rate} |")
 
 
+def _basis(r: dict) -> list[str]:
+    """The ranges' basis under the figures (plan/_report_ranges.py), after a blank line."""
+    lines = basis_lines(r)
+    return ["", *lines] if lines else []
+
+
 def markdown(r: dict) -> str:
     verdict = "fits" if r["fits"] else "does NOT fit"
     lines = [f"# Dry run on {r['instance']} (LNC={r['lnc']}): {verdict}", ""]
@@ -154,10 +166,10 @@ def markdown(r: dict) -> str:
                   f"> {r['oom']['message']}"]
     tb = r["time_by_bound_s"]
     lines += ["", "## Estimated time", "",
-              f"total {seconds(r['estimated_total_s'])}"
+              f"total {seconds(r['estimated_total_s'])}{range_text(r, 'estimated_total_s')}"
               + (f", {plural(r['optimizer_steps'], 'optimizer step')}, {seconds(r['estimated_step_s'])} per step"
-                 if r["optimizer_steps"] else "")
-              + f"; MFU {100 * r['mfu']:.1f}%", "",
+                 f"{range_text(r, 'estimated_step_s')}" if r["optimizer_steps"] else "")
+              + f"; MFU {100 * r['mfu']:.1f}%", *_basis(r), "",
               "| compute | memory | launch | collectives | host syncs |", "|---|---|---|---|---|",
               f"| {seconds(tb['compute_s'])} | {seconds(tb['memory_s'])} | {seconds(tb['launch_s'])} "
               f"| {seconds(sum(c['seconds'] for c in tb['collectives'].values()))} | {seconds(tb['host_syncs_s'])} |"]

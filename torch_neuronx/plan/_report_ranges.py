@@ -7,7 +7,9 @@ writes from the calibration table's residuals (plan/_ranges.py: the rule, the ki
 leave-one-out coverage); a plan reads them, it never re-runs the calibration. A plan's kind: dense or
 MoE (its config routes tokens to experts), the phase each figure measures, and the stack the planner
 models: NxD Training for `plan train`, NxD Inference for `plan generate`'s deployed mode; eager
-`generate()` has no calibrated stack and gets the widened range of every row.
+`generate()` has no calibrated stack and gets the widened range of every row. `plan run`'s figures
+take the range of the kind of what its script ran (plan/_run_ranges.py); this module writes their
+text and basis lines too.
 """
 from __future__ import annotations
 
@@ -15,20 +17,20 @@ import json
 import math
 from functools import lru_cache
 
-from ._ranges import Kind, Range
+from ._ranges import RANGES, Kind, Range
 
 # figure -> (phase whose range it takes, "time" or "rate")
 FIGURES = {"ttft_ms": ("prefill", "time"), "tpot_ms": ("decode", "time"),
            "step_time_s": ("train", "time"), "tokens_per_s": ("train", "rate"), "sequences_per_s": ("train", "rate")}
 # generation rates: their time is the prefill's and the decode steps' together (each part takes its range)
 GENERATION_RATES = ("output_tokens_per_s", "output_tokens_per_s_all_replicas")
+OVERRIDDEN = ("overridden: the ranges were calibrated with the default assumptions, "
+              "so they do not hold for this plan's")
 
 
 @lru_cache(maxsize=1)
 def table() -> dict:
     """calibration/ranges.json ({} when this install has none: plans then carry no ranges)."""
-    from .calibrate import RANGES
-
     return json.loads(RANGES.read_text()) if RANGES.exists() else {}
 
 
@@ -70,8 +72,7 @@ def attach(report: dict, ranges: dict | None = None) -> dict:
     report["ranges"] = {"coverage": data["coverage_goal"], "assumptions": "default",
                         **{phase: {"kind": kind_of(report, phase).key, **rng.to_json()} for phase, rng in used.items()}}
     if report.get("assumptions_overridden"):
-        report["ranges"]["assumptions"] = ("overridden: the ranges were calibrated with the default assumptions, "
-                                           "so they do not hold for this plan's")
+        report["ranges"]["assumptions"] = OVERRIDDEN
     return report
 
 
@@ -101,11 +102,13 @@ def key_of(label: str) -> str | None:
 
 def text(report: dict, key: str | None) -> str:
     """The range of `key` as the reports show it beside the figure ('' when the report has none)."""
-    from ._wording import number
+    from ._wording import number, seconds
 
     bounds = report.get(f"{key}_range") if key else None
     if not bounds:
         return ""
+    if key.endswith("_s") and report.get("kind") in ("rank", "merged"):   # `plan run`: as it shows its times
+        return f" (80% range {seconds(bounds[0])} to {seconds(bounds[1])})"
     unit = UNITS.get(key) or (" ms" if key.endswith("_ms") else "")   # plan serve's bench serve figures: *_ms
     return f" (80% range {number(bounds[0], 3)}{unit} to {number(bounds[1], 3)}{unit})"
 
@@ -121,10 +124,14 @@ def basis_lines(report: dict) -> list[str]:
     ranges = report.get("ranges")
     if not ranges:
         return []
+    if ranges.get("missing"):   # `plan run` of a kind the table lacks (plan/_run_ranges.py)
+        return [f"No 80% range: {ranges['missing']}."]
     lines = [f"80% ranges from the calibration table (docs/calibration.md), for the {ranges['assumptions']} assumptions:"]
     for phase in ("prefill", "decode", "train"):
         r = ranges.get(phase)
         if r:
             rows = ", ".join(r["rows"]) if r["rows"] else "none of its own"
             lines.append(f"- {phase} ({r['kind']}): {r['note']}; rows: {rows}")
+    if ranges.get("figures"):   # `plan run`: which phases its figures take, and why
+        lines.append(f"- {ranges['figures']['rule']}")
     return lines

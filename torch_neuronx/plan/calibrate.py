@@ -49,13 +49,12 @@ from pathlib import Path
 
 from ..runtime.units import markdown_table, seconds
 from ..estimate.collectives import REDUCING
-from ._ranges import CONFIDENT_ROWS, PHASES, Kind, is_moe, ranges_table, stack_of
+from ._ranges import CONFIDENT_ROWS, PHASES, RANGES, Kind, is_moe, ranges_table, stack_of
 
 HERE = Path(__file__).resolve().parent / "calibration"
 ROWS = HERE / "published.csv"
 MODELS = HERE / "models.json"
 CACHE = HERE / "planned.json"
-RANGES = HERE / "ranges.json"     # per kind of workload: the range plans attach to their figures
 
 # metric -> (the plan report's key, how a planned figure compares: "time" or "rate")
 METRICS = {

@@ -14,6 +14,8 @@ JSON keys of `python -m torch_neuronx.plan run --nproc-per-node N ... --json OUT
                               their collectives, so the job runs at the slowest rank's pace): the
                               mean of its optimizer steps after the first; the whole run without steps
     slowest_rank, estimated_total_s (that rank's whole script)
+    step_time_s_range, estimated_total_s_range, ranges   the calibrated 80% ranges of the slowest
+                              rank's kind (plan/_run_ranges.py), when its report has them
     collectives               the slowest rank's collectives by kind: {count, bytes, seconds, groups}
     collectives_by_rank       {rank: collectives by kind} for every started rank
     host_sync_count_by_rank   {rank: host syncs}
@@ -22,6 +24,8 @@ JSON keys of `python -m torch_neuronx.plan run --nproc-per-node N ... --json OUT
 from __future__ import annotations
 
 from ...runtime.units import markdown_table, seconds, size
+from .._report_ranges import basis_lines, text as range_text
+from .._run_ranges import merged as merged_ranges
 from ..report_model import normalized, stamped
 from . import _roles as roles
 
@@ -72,6 +76,8 @@ def merge(reports: dict[int, dict], *, world_size: int, nnodes: int, nproc_per_n
         "collectives_by_rank": {str(r): reports[r]["distributed"]["collectives"] for r in run},
         "host_sync_count_by_rank": {str(r): reports[r].get("host_sync_count", 0) for r in run},
         "ranks": {str(r): reports[r] for r in run},
+        # step_time_s_range, estimated_total_s_range, ranges: the slowest rank's kind (plan/_run_ranges.py)
+        **merged_ranges(reports[slowest], _step_time(reports[slowest])),
     })
 
 
@@ -110,7 +116,8 @@ def markdown(merged: dict) -> str:
         lines += ["", f"**rank {rank} out of memory** on neuron:{oom['device']} at `{oom['site']}`: {oom['message']}"]
     lines += ["", f"fits: {fits}; headroom {size(m['headroom_bytes_per_core'])} on the fullest core"
               + ("" if m["dry_run"] else " (device memory was real, not phantom)"),
-              f"step time (slowest rank, {m['slowest_rank']}): {seconds(m['step_time_s'])}", ""]
+              f"step time (slowest rank, {m['slowest_rank']}): {seconds(m['step_time_s'])}"
+              f"{range_text(m, 'step_time_s')}", *basis_lines(m), ""]
     if m["collectives"]:
         lines += [f"collectives of rank {m['slowest_rank']} (whole run):", ""]
         lines += markdown_table(
