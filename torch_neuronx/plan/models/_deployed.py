@@ -17,7 +17,9 @@ Layouts of NxD Inference (docs/hardware-sources.md, F): heads or a vocabulary th
 divide are padded to a multiple of TP (`_build.padded_for_tp`; the padding is computed and
 stored, the reported parameter count is the real model's), and `sequence_parallel` builds the
 CTE's model sequence-parallel (`_sequence_parallel.py`; the TKG keeps the tensor-parallel model,
-one token per sequence cannot be split), so the CTE is probed on its own build.
+one token per sequence cannot be split), so the CTE is probed on its own build. With `layout.ep`
+(`--ep`, vLLM-Neuron's ep_degree) the MoE layers' experts are split within the TP group, the same
+layout for both graphs (_moe_kernel.shard_experts; docs/moe.md).
 
 Depth: a compiled plan's cost is mostly compiling (Dynamo, AOTAutograd and Inductor per layer).
 Decoder layers of one kind are the same program, so a step's time, FLOPs and bytes are linear in
@@ -267,7 +269,8 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
                   buckets: list[int] | None = None, full_depth: bool = False,
                   sequence_parallel: bool = False, routing=None, decode_batch: int | None = None) -> dict:
     """Plan serving on one TP group (DP replicas, world / TP, serve their own requests); with
-    `sequence_parallel`, the CTE runs sequence-parallel (NxD Inference's `sequence_parallel_enabled`).
+    `sequence_parallel`, the CTE runs sequence-parallel (NxD Inference's `sequence_parallel_enabled`);
+    `layout.ep` > 1 splits an MoE config's experts over EP groups within the TP group.
     `routing` (a _routing.Routing or its --routing text): where the routers send tokens (MoE configs).
     `decode_batch`: the sequences the TKG graph is compiled for, the live ones padded to it
     (serving.DECODE_BATCH; default: the live ones, --batch or --concurrency)."""
