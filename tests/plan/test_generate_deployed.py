@@ -57,8 +57,14 @@ def _roofline_s(config, batch: int, cache_tokens: int = CACHE) -> float:
     return 2 * (params + kv) / _bandwidth()
 
 
+_PLANNED: dict = {}   # (config, flags, assumptions) -> (report, printed): tests that need the same plan share it
+
+
 def _plan(tmp_path, config, *argv, name="plan", assumptions=ZERO_LAUNCH):
     """The command line's dry run in a fresh process, launch costs zero: (report, printed report)."""
+    key = (config.to_json_string(use_diff=False), argv, assumptions)
+    if key in _PLANNED:
+        return _PLANNED[key]
     folder = tmp_path / f"{name}-config"
     config.save_pretrained(folder)
     out = tmp_path / f"{name}.json"
@@ -70,7 +76,8 @@ def _plan(tmp_path, config, *argv, name="plan", assumptions=ZERO_LAUNCH):
                         str(OUT), "--buckets", str(IN), "--max-model-len", str(CACHE), "--json", str(out), *argv],
                        env=env, capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
-    return json.loads(out.read_text()), p.stdout
+    _PLANNED[key] = json.loads(out.read_text()), p.stdout
+    return _PLANNED[key]
 
 
 def test_memory_bound_ttft_and_tpot_equal_the_roofline(tmp_path):
@@ -156,10 +163,10 @@ def test_concurrency_raises_tpot_and_throughput_as_the_formula_says(tmp_path):
 
 
 def test_depth_extrapolation_equals_the_full_depth_plan(tmp_path):
-    config = _config(num_hidden_layers=4)
+    config = _config(num_hidden_layers=3)
     probed, _ = _plan(tmp_path, config, name="probed")
     full, _ = _plan(tmp_path, config, "--full-depth", name="full")
-    assert probed["depth_probes"] == [1, 2] and full["depth_probes"] == [4]
+    assert probed["depth_probes"] == [1, 2] and full["depth_probes"] == [3]
     for graph in ("context_encoding", "token_generation"):
         for key in ("seconds", "flops", "bytes"):
             assert probed["graphs"][graph][key] == pytest.approx(full["graphs"][graph][key], rel=1e-6), (graph, key)
@@ -246,29 +253,29 @@ def test_tp_beyond_the_kv_heads_replicates_them_in_the_static_cache(tmp_path):
 
 
 def test_tp_that_does_not_divide_the_heads_plans_the_padded_program(tmp_path):
-    """TP 4 over 6 heads and 8,190 tokens (as NxD Inference runs Llama-2-13B's 40 heads and
-    CodeLlama's 32,016 tokens at TP 32): the heads are padded to 8 with zero heads (in a multi-head
-    model the KV heads with them) and the vocabulary to 8,192. The padded program is an 8-head model
+    """TP 4 over 14 heads and 8,190 tokens (as NxD Inference runs Llama-2-13B's 40 heads and
+    CodeLlama's 32,016 tokens at TP 32): the heads are padded to 16 with zero heads (in a multi-head
+    model the KV heads with them) and the vocabulary to 8,192. The padded program is a 16-head model
     of the same head size and an 8,192-token vocabulary: it takes the same time and cache; the
     parameter count stays the real model's."""
-    six = _config(num_attention_heads=6, num_key_value_heads=6, vocab_size=8190)
-    eight = _config(num_attention_heads=8, num_key_value_heads=8, vocab_size=8192)
-    padded, text = _plan(tmp_path, six, "--tp", "4", "--html", str(tmp_path / "six.html"), name="six")
-    same, _ = _plan(tmp_path, eight, "--tp", "4", name="eight")
-    assert padded["attention_heads_padded"] == {"heads": 6, "padded_to": 8, "kv_heads": 6, "kv_padded_to": 8}
+    fourteen = _config(num_attention_heads=14, num_key_value_heads=14, vocab_size=8190)
+    sixteen = _config()   # 16 heads, 8,192 tokens (the same plan as the sequence-parallel test's TP plan)
+    padded, text = _plan(tmp_path, fourteen, "--tp", "4", "--html", str(tmp_path / "fourteen.html"), name="fourteen")
+    same, _ = _plan(tmp_path, sixteen, "--tp", "4", name="tp")
+    assert padded["attention_heads_padded"] == {"heads": 14, "padded_to": 16, "kv_heads": 14, "kv_padded_to": 16}
     assert padded["vocab_padded"] == {"vocab_size": 8190, "padded_to": 8192}
-    assert "6 padded to 8" in text and "8190 padded to 8192" in text
-    page = (tmp_path / "six.html").read_text()   # the HTML page says it too, beside the layout
-    assert "<td>attention heads</td><td>6 padded to 8" in page and "<td>vocabulary</td><td>8190 padded to 8192" in page
-    assert padded["parameters"] == _param_count(six)
+    assert "14 padded to 16" in text and "8190 padded to 8192" in text
+    page = (tmp_path / "fourteen.html").read_text()   # the HTML page says it too, beside the layout
+    assert "<td>attention heads</td><td>14 padded to 16" in page and "<td>vocabulary</td><td>8190 padded to 8192" in page
+    assert padded["parameters"] == _param_count(fourteen)
     assert padded["memory_breakdown_bytes_per_core"]["kv_cache"] == same["memory_breakdown_bytes_per_core"]["kv_cache"]
     for key in ("ttft_ms", "tpot_ms"):
         assert padded[key] == pytest.approx(same[key], rel=0.01), key
     # training does not pad: the same layout stops with the TP sizes that work
-    p = subprocess.run([sys.executable, "-m", "torch_neuronx.plan", "train", "--config", str(tmp_path / "six-config"),
+    p = subprocess.run([sys.executable, "-m", "torch_neuronx.plan", "train", "--config", str(tmp_path / "fourteen-config"),
                         "--instance", INSTANCE, "--lnc", str(LNC), "--tp", "4", "--seq-len", "16"],
                        capture_output=True, text=True, timeout=600)
-    assert p.returncode == 2 and "--tp 4 does not divide the model's num_attention_heads=6" in p.stderr
+    assert p.returncode == 2 and "--tp 4 does not divide the model's num_attention_heads=14" in p.stderr
 
 
 def test_sequence_parallel_context_encoding(tmp_path):
