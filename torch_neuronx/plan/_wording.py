@@ -50,6 +50,9 @@ def deployed_layout_lines(report: dict) -> list[tuple[str, str]]:
         rows.append(("sequence parallelism", "context encoding sequence-parallel (norms and residuals on 1/TP of "
                      "the prompt); decode step tensor-parallel" if report["sequence_parallel"]
                      else report.get("sequence_parallel_note") or "off"))
+    moe = report.get("moe")
+    if isinstance(moe, dict) and moe.get("ep"):
+        rows.append(("experts", experts_split(moe, report["tp"])))
     pad = report.get("attention_heads_padded")
     if pad:
         rows.append(("attention heads", f"{pad['heads']} padded to {pad['padded_to']} (KV {pad['kv_heads']} -> "
@@ -60,6 +63,18 @@ def deployed_layout_lines(report: dict) -> list[tuple[str, str]]:
         rows.append(("vocabulary", f"{vocab['vocab_size']} padded to {vocab['padded_to']} so TP {report['tp']} "
                      f"divides it, as NxD Inference pads its embedding and LM head"))
     return rows
+
+
+def experts_split(moe: dict, tp: int) -> str:
+    """How a deployed plan split the routed experts over the TP group (the report's `moe`)."""
+    ep, e = moe["ep"], moe["expert_shape_per_rank"]["experts"]
+    share = (f"intermediate {moe['intermediate_per_rank']:,} of {moe['intermediate']:,}" if moe["tp_per_expert"] > 1
+             else f"full intermediate {moe['intermediate']:,}")
+    if ep == 1:
+        return f"TP {tp}: every rank holds all {e} experts, {share}"
+    return (f"EP {ep} x TP {moe['tp_per_expert']} within the TP group: each rank holds {moe['experts_per_rank']} of "
+            f"the {e} experts, {share}; attention and dense layers TP {tp}; the experts' outputs combine in the "
+            f"MoE block's all-reduce over the TP group")
 
 
 def train_layout_lines(report: dict) -> list[tuple[str, str]]:

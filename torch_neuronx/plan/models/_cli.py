@@ -44,6 +44,10 @@ def add_generate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output-tokens", type=int, default=16)
     p.add_argument("--prefill-chunk-size", type=int, default=None)
     p.add_argument("--compile", action="store_true", help="--mode eager: compile the decode step (backend neuron)")
+    p.add_argument("--ep", type=int, default=1,
+                   help="deployed, MoE configs: expert-parallel degree within the TP group (vLLM-Neuron's "
+                        "ep_degree): each rank holds experts / EP experts, their intermediate size split TP / EP "
+                        "ways; attention and dense layers stay TP. Divides --tp and the experts")
     add_deployed_arguments(p)
 
 

@@ -103,7 +103,8 @@ def eager_flag_error(args) -> str | None:
     for flag, value in (("--concurrency", args.concurrency), ("--decode-batch", args.decode_batch),
                         ("--max-model-len", args.max_model_len),
                         ("--buckets", args.buckets), ("--full-depth", args.full_depth or None),
-                        ("--sequence-parallel", args.sequence_parallel or None)):
+                        ("--sequence-parallel", args.sequence_parallel or None),
+                        ("--ep", args.ep if args.ep != 1 else None)):
         if value is not None:
             return f"{flag} plans the deployed mode; drop it or --mode eager"
     return None

@@ -17,7 +17,9 @@ Layouts of NxD Inference (docs/hardware-sources.md, F): heads or a vocabulary th
 divide are padded to a multiple of TP (`_build.padded_for_tp`; the padding is computed and
 stored, the reported parameter count is the real model's), and `sequence_parallel` builds the
 CTE's model sequence-parallel (`_sequence_parallel.py`; the TKG keeps the tensor-parallel model,
-one token per sequence cannot be split), so the CTE is probed on its own build.
+one token per sequence cannot be split), so the CTE is probed on its own build. With `layout.ep`
+(`--ep`, vLLM-Neuron's ep_degree) the MoE layers' experts are split within the TP group, the same
+layout for both graphs (_moe_kernel.shard_experts; docs/moe.md).
 
 Depth: a compiled plan's cost is mostly compiling (Dynamo, AOTAutograd and Inductor per layer).
 Decoder layers of one kind are the same program, so a step's time, FLOPs and bytes are linear in
@@ -41,7 +43,7 @@ import torch
 from ...estimate import assumptions as assumptions_mod
 from . import _moe_kernel as moe_kernel, _serving as serving
 from ._build import build_causal_lm, local_bytes, padded_for_tp, padding_fields, parameter_count
-from ._layout import Layout, check_model, tp_shards_kv_heads
+from ._layout import Layout, check_model, serving_expert_parallel, tp_shards_kv_heads
 from ._measure import Region
 from ._report import base_report
 from ._routing import Routing, parse as parse_routing
@@ -169,6 +171,7 @@ def _probe(config, layout: Layout, dtype, cte_batch: int, bucket: int, tkg_batch
         out = {}
         with region:
             model = build_causal_lm(config, dtype, tp=layout.tp, sequence_parallel=sequence_parallel)
+            moe_kernel.shard_experts(model, layout.ep)   # --ep: this rank's experts (vLLM-Neuron's EP)
             model.eval()
             seq_len = [1]   # tokens per sequence of the step being compiled (NxD's CTE / TKG choice)
             out["moe_kernel"] = kernels.enter_context(moe_kernel.deployed(model, routing or Routing(),
@@ -239,6 +242,7 @@ def _held_at_depth(config, layout: Layout, dtype, batches: set[int], max_len: in
         model, caches = None, []
         with region:
             model = build_causal_lm(config, dtype, tp=layout.tp)
+            moe_kernel.shard_experts(model, layout.ep)
             for batch in sorted(batches):
                 caches.append(_static_cache(config, layout, dtype, batch, max_len))
         out = {"base": base_report(layout, config, model, region, dtype, None),
@@ -265,7 +269,8 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
                   buckets: list[int] | None = None, full_depth: bool = False,
                   sequence_parallel: bool = False, routing=None, decode_batch: int | None = None) -> dict:
     """Plan serving on one TP group (DP replicas, world / TP, serve their own requests); with
-    `sequence_parallel`, the CTE runs sequence-parallel (NxD Inference's `sequence_parallel_enabled`).
+    `sequence_parallel`, the CTE runs sequence-parallel (NxD Inference's `sequence_parallel_enabled`);
+    `layout.ep` > 1 splits an MoE config's experts over EP groups within the TP group.
     `routing` (a _routing.Routing or its --routing text): where the routers send tokens (MoE configs).
     `decode_batch`: the sequences the TKG graph is compiled for, the live ones padded to it
     (serving.DECODE_BATCH; default: the live ones, --batch or --concurrency)."""
@@ -276,6 +281,7 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
         raise ValueError("--sequence-parallel splits the prompt over the TP ranks: it needs --tp 2 or more")
     original = config
     config = padded_for_tp(config, layout.tp)   # as NxD Inference compiles it
+    layout = serving_expert_parallel(layout, layout.ep, config)   # --ep within the TP group (docs/moe.md)
     check_model(layout, config)
     max_len = max_model_len or input_tokens + output_tokens
     given_buckets = bool(buckets)
@@ -345,7 +351,7 @@ def plan_deployed(config, layout: Layout, *, batch: int = 1, concurrency: int | 
         "mode": "deployed", "serving": "continuous batching" if concurrency else "static batch",
         "batch": batch, "concurrency": concurrency, "decode_batch": tkg_batch, "input_tokens": input_tokens, "output_tokens": output_tokens,
         "prefill_chunk_size": prefill_chunk_size, "max_model_len": max_len, "buckets": buckets,
-        "compiled": True, "replicas": replicas, "depth_probes": probes, "depth": depth,
+        "compiled": True, "replicas": replicas, "depth_probes": probes, "depth": depth, "ep": layout.ep,
         "ttft_ms": None, "tpot_ms": None, "output_tokens_per_s": None, "output_tokens_per_s_all_replicas": None,
     })
     if ooms:

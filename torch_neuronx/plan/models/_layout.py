@@ -5,7 +5,7 @@ before anything is built (and a sweep row can say why it cannot work).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import neuron_hardware
 
@@ -77,6 +77,24 @@ class Layout:
 
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def serving_expert_parallel(layout: Layout, ep: int, config=None) -> Layout:
+    """`layout` with `--ep` as a deployed `plan generate` runs it: vLLM-Neuron's `ep_degree`, a
+    remapping of the TP group for the MoE layers (EP groups of TP / EP ranks that split each
+    expert's intermediate size), so EP divides TP; with `config`, EP must also divide its experts.
+    The message lists the EP sizes that divide both."""
+    if isinstance(ep, bool) or not isinstance(ep, int) or ep < 1:
+        raise LayoutError(f"--ep must be a positive integer, got {ep!r}")
+    experts = _experts(getattr(config, "text_config", None) or config) if config is not None else 0
+    if config is not None and ep > 1 and not experts:
+        raise LayoutError(f"--ep {ep}: the model has no experts (not a mixture-of-experts config); use --ep 1")
+    good = [d for d in _divisors(layout.tp) if not experts or experts % d == 0]
+    if layout.tp % ep or (experts and experts % ep):
+        what = f"--tp {layout.tp}" + (f" and the model's {experts} experts" if experts else "")
+        raise LayoutError(f"--ep {ep} must divide {what} (generate splits the experts within the TP group, as "
+                          f"vLLM-Neuron's ep_degree does); EP sizes that work: {good}")
+    return replace(layout, ep=ep)
 
 
 def make_layout(instance: str, lnc: int | None = None, nodes: int = 1, tp: int = 1, fsdp: int = 1,

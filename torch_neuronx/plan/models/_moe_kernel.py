@@ -116,6 +116,39 @@ def supported(module) -> bool:
             and gate_up.shape[-1] == down.shape[1] and gate_up.shape[1] == 2 * down.shape[-1])
 
 
+def shard_experts(model, ep: int) -> int:
+    """Lay `model`'s experts out as vLLM-Neuron's expert parallelism does within the TP group (its
+    `ep_degree`; docs/moe.md): EP groups of TP / EP ranks, each group holding E / EP whole experts whose
+    intermediate size its TP / EP ranks split. The plan's rank (rank 0) holds experts [0, E / EP), the
+    busiest under the routing (_routing.py): gate_up [E / EP, 2 x I x EP / TP, H] and down
+    [E / EP, H, I x EP / TP] in place of TP's [E, 2 x I / TP, H] and [E, H, I / TP]. The tensors are
+    allocated empty (a plan reads shapes, and its weights are random): the kernel op then computes
+    and is costed for the rank's local experts, and the TP style's all-reduce after the experts, the
+    combine vLLM-Neuron runs, stays. Returns how many experts modules were laid out."""
+    if ep == 1:
+        return 0
+    modules = experts_modules(model)
+    odd = [m for m in modules if not supported(m)]
+    if odd or not modules:
+        kind = type(odd[0]).__name__ if odd else "none found"
+        raise ValueError(f"--ep {ep}: the model's experts module ({kind}) is not transformers' experts interface "
+                         f"(3-D gate_up_proj / down_proj, SwiGLU, no bias) that the deployed plan's MoE kernels take; "
+                         f"plan it with --ep 1")
+    for m in modules:
+        gate_up, down = _local(m.gate_up_proj), _local(m.down_proj)
+        experts, dtype, device = int(gate_up.shape[0]), gate_up.dtype, gate_up.device
+        if experts % ep:
+            raise ValueError(f"--ep {ep} does not divide the {experts} experts of {type(m).__name__}")
+        shapes = {"gate_up_proj": (experts // ep, int(gate_up.shape[1]) * ep, int(gate_up.shape[2])),
+                  "down_proj": (experts // ep, int(down.shape[1]), int(down.shape[2]) * ep)}
+        del gate_up, down
+        for name, shape in shapes.items():
+            del m._parameters[name]   # TP's shard freed first: the rank never holds both
+            m.register_parameter(name, torch.nn.Parameter(torch.empty(shape, dtype=dtype, device=device),
+                                                          requires_grad=False))
+    return len(modules)
+
+
 @contextlib.contextmanager
 def deployed(model, routing: Routing, seq_len_of):
     """Run `model`'s supported experts modules as the kernel op while inside, their cost read from
@@ -123,7 +156,9 @@ def deployed(model, routing: Routing, seq_len_of):
     Yields {"modules": how many were replaced, "shape": the first one's ExpertShape (this rank's)}."""
     swapped = [m for m in experts_modules(model) if supported(m) and hasattr(getattr(m, "config", None),
                                                                               "_experts_implementation")]
-    info = {"modules": len(swapped), "shape": None}
+    info = {"modules": len(swapped), "shape": None,   # weight_bytes: the swapped experts' weights on this rank
+            "weight_bytes": sum(_local(t).numel() * _local(t).element_size()
+                                for m in swapped for t in (m.gate_up_proj, m.down_proj))}
     if swapped:
         m = swapped[0]
         gate_up, down = _local(m.gate_up_proj), _local(m.down_proj)
@@ -169,7 +204,12 @@ def report_section(info, config, routing: Routing, cte: tuple[int, int], tkg: tu
     shape = replace(info["shape"], top_k=_top_k(config))
     hw = _hardware(layout.instance, layout.lnc)
     layers = int(info["modules"])
+    ep = getattr(layout, "ep", 1)
     out = {"layers": layers, "expert_shape_per_rank": asdict(shape),
+           # how the experts are split: EP groups of TP / EP ranks (vLLM-Neuron's ep_degree; 1: TP only)
+           "ep": ep, "tp_per_expert": layout.tp // ep, "experts_per_rank": shape.local_experts,
+           "intermediate_per_rank": shape.intermediate, "intermediate": shape.intermediate * layout.tp // ep,
+           "expert_weight_bytes_per_core": info.get("weight_bytes"),
            **routing.describe(shape.experts, shape.top_k)}
     for name, (tokens, seq_len), graph in (("context_encoding", cte, "context_encoding"),
                                            ("token_generation", tkg, "token_generation")):

@@ -152,6 +152,7 @@ class GenerateOptions(_Plan):
     sequence_parallel: bool = False   # deployed: the CTE sequence-parallel (_cli_deployed.py)
     routing: str | None = None        # MoE: where the routers send tokens (_routing.py; default balanced)
     decode_batch: int | None = None   # deployed: the compiled decode batch, live sequences padded to it
+    ep: int = 1                       # deployed, MoE: experts split over EP groups within the TP group
 
     COMMAND = "generate"
 
@@ -171,6 +172,13 @@ class GenerateOptions(_Plan):
             if eager_flag_error(self):
                 raise OptionsError(eager_flag_error(self))
         self._check_layout()
+        if self.ep != 1:
+            from ._layout import serving_expert_parallel
+
+            try:
+                object.__setattr__(self, "layout", serving_expert_parallel(self.layout, self.ep))
+            except LayoutError as err:
+                raise OptionsError(str(err)) from None
 
 
 @dataclass(frozen=True)
