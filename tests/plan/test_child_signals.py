@@ -137,6 +137,37 @@ def test_a_planner_killed_outright_takes_its_script_with_it(tmp_path):
         # this script records SIGTERM instead of ending: leaving `_started` kills it
 
 
+# a supervisor whose SIGINT lands on another of its threads, as the kernel may choose for a signal sent
+# to the process: its main thread, waiting for the child, must still forward it
+OTHER_THREAD = r'''
+import json, os, signal, sys, threading, time
+from torch_neuronx.plan import _child as child, _command as command
+script, state, report = sys.argv[1:4]
+
+def ctrl_c_on_this_thread():
+    while not os.path.exists(state):
+        time.sleep(0.05)
+    signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+
+threading.Thread(target=ctrl_c_on_this_thread, daemon=True).start()
+try:
+    with child.supervise():
+        result = child.Child(["run", "--quiet", "--", script, state], command.child_environment(report=report)).wait()
+except child.Interrupted:
+    print("interrupted")
+'''
+
+
+def test_a_signal_landing_on_another_thread_is_still_forwarded(tmp_path):
+    script, state, harness = tmp_path / "waits.py", tmp_path / "state.json", tmp_path / "harness.py"
+    script.write_text(SCRIPT)
+    harness.write_text(OTHER_THREAD)
+    out = subprocess.run([sys.executable, str(harness), str(script), str(state), str(tmp_path / "r.json")],
+                         capture_output=True, text=True, timeout=DEADLINE_S, start_new_session=True)
+    assert out.stdout.split() == ["interrupted"], out.stderr[-3000:]
+    assert _state(state)["got"] == ["SIGINT"]
+
+
 def test_a_child_past_its_timeout_is_killed_with_what_it_started(tmp_path):
     from torch_neuronx.plan import _child as child, _command as command
 

@@ -25,12 +25,14 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from typing import Callable
 
 CHILD_ENV = "TORCH_NEURONX_PLAN_CHILD"   # set in a child's environment: the parent's process id
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 TAIL_LINES = 40   # lines of a captured child's output kept for an error message
+WAIT_SLICE_S = 0.5   # the longest a forwarded signal waits in this process (Child.wait)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -210,11 +212,21 @@ class Child:
         return self.proc.poll()
 
     def wait(self, timeout: float | None = None) -> Result:
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.timed_out = True
-            self.kill()
+        # Waited for in short slices, never in one blocking waitpid: a signal the kernel hands to
+        # another of this process's threads (torch's) does not interrupt the main thread's waitpid,
+        # and the Python handler that forwards it runs only when the main thread is back in the
+        # interpreter; a blocking wait would then hold the signal until the child ends by itself.
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = WAIT_SLICE_S if end is None else min(WAIT_SLICE_S, end - time.monotonic())
+            try:
+                self.proc.wait(max(left, 0.0))
+                break
+            except subprocess.TimeoutExpired:
+                if end is not None and time.monotonic() >= end:
+                    self.timed_out = True
+                    self.kill()
+                    break
         _supervisor.children.discard(self)
         for t in self._pumps:
             t.join()
