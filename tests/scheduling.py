@@ -38,6 +38,7 @@ SECONDS: dict[str, float] = {
     "tests/training/test_hbm_fit.py": 119,
     "tests/reliability/test_signals_and_cache.py": 103,
     "tests/device/test_process_hygiene.py": 97,
+    "tests/plan/test_generate_ep.py": 80,
     "tests/integrations/test_compat_subset.py": 81,
     "tests/plan/test_distributed_exactness.py": 80,
     "tests/training/test_accelerate_launch.py": 77,
