@@ -40,6 +40,15 @@ while not got or sys.argv[2:] == ["forever"]:
 DEADLINE_S = 600   # only a hang takes this long: each step is one process start, slow on a loaded host
 
 
+def _as_a_foreground_job():
+    """Signal dispositions as a terminal's foreground job has them. A shell starts a background job
+    (`cmd &`, `nohup`) with SIGINT, SIGQUIT and SIGHUP ignored, every process below inherits that, and
+    the planner rightly leaves an ignored SIGINT ignored: a suite started so must not see its Ctrl-C
+    tests hang."""
+    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @contextlib.contextmanager
 def _started(tmp_path, *extra):
     """`plan run` of SCRIPT; on leaving, whatever of it still runs is killed (a test that gives up, or
@@ -50,7 +59,7 @@ def _started(tmp_path, *extra):
     # its own session, as a terminal's foreground job: a killpg is what a Ctrl-C at the terminal sends
     planner = subprocess.Popen([sys.executable, "-m", "torch_neuronx.plan", "run", "--quiet", "--", str(script),
                                 str(state), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=env, start_new_session=True)
+                               env=env, start_new_session=True, preexec_fn=_as_a_foreground_job)
     try:
         yield planner, state
     finally:
@@ -163,7 +172,8 @@ def test_a_signal_landing_on_another_thread_is_still_forwarded(tmp_path):
     script.write_text(SCRIPT)
     harness.write_text(OTHER_THREAD)
     out = subprocess.run([sys.executable, str(harness), str(script), str(state), str(tmp_path / "r.json")],
-                         capture_output=True, text=True, timeout=DEADLINE_S, start_new_session=True)
+                         capture_output=True, text=True, timeout=DEADLINE_S, start_new_session=True,
+                         preexec_fn=_as_a_foreground_job)
     assert out.stdout.split() == ["interrupted"], out.stderr[-3000:]
     assert _state(state)["got"] == ["SIGINT"]
 
