@@ -65,3 +65,21 @@ def test_flops_are_counted_only_when_wanted():
     off, on = _new_records(start)
     assert off.flops is None
     assert on.flops == 2 * 8 * 16 * 2   # torch.utils.flop_counter's count of the matmul
+
+
+def test_every_compile_after_a_reset_is_a_first_call():
+    """Frame ids start again after torch._dynamo.reset(), and a new compile's context object may take a
+    freed one's address: neither makes a first call look like the code after a graph break."""
+    import gc
+
+    import torch._dynamo
+
+    causes = []
+    for _ in range(20):
+        torch._dynamo.reset()
+        gc.collect()
+        start = compile_log.count()
+        torch.compile(elementwise, backend="neuron", dynamic=False)(torch.ones(8, 4, device="neuron"),
+                                                                    torch.ones(8, 4, device="neuron"))
+        causes += [r.cause for r in _new_records(start)]
+    assert causes == ["first call"] * 20

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 
 CAUSES = ("first call", "new shape", "guard failure", "graph break")
@@ -30,7 +31,10 @@ _INDEX_DIR = "neuron-graphs"
 _lock = threading.Lock()
 _records: list["GraphRecord"] = []
 _detail_switches: dict[str, bool] = {}   # who wants FLOPs counted: name -> on (set_detail)
-_compiles_seen: set = set()              # Dynamo compile ids that already produced a graph
+# Dynamo compile ids that already produced a graph, per CompileContext object: keyed weakly, so a
+# context's ids go with it (an id() key could match a later context at the same address, and frame
+# ids start again after torch._dynamo.reset(): a first call taken for a graph break)
+_compiles_seen: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 @dataclass
@@ -89,13 +93,13 @@ def graph_cause(gm, is_recompile: bool, previous_signature, signature) -> tuple[
     compile_id = CompileContext.current_compile_id()
     tc = TracingContext.try_get()
     code = tc.traced_code[0] if tc is not None and getattr(tc, "traced_code", None) else None
-    # the context object joins the ids: frame ids may start again after torch._dynamo.reset()
-    seen_key = ((id(CompileContext.try_get()), compile_id.frame_id, compile_id.frame_compile_id)
-                if compile_id is not None else None)
+    context = CompileContext.try_get()
+    seen_key = (compile_id.frame_id, compile_id.frame_compile_id) if compile_id is not None else None
     with _lock:
-        repeat = seen_key is not None and seen_key in _compiles_seen
-        if seen_key is not None:
-            _compiles_seen.add(seen_key)
+        seen = _compiles_seen.setdefault(context, set()) if context is not None and seen_key is not None else None
+        repeat = seen is not None and seen_key in seen
+        if seen is not None:
+            seen.add(seen_key)
     if repeat or (code is not None and code.co_name.startswith(_RESUME_PREFIX)):
         where = code.co_name[len(_RESUME_PREFIX):] if code is not None and code.co_name.startswith(_RESUME_PREFIX) else ""
         return "graph break", f"the code after a graph break{' in ' + where if where else ''}"
