@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     found = gaps(calibrate.load_rows(), calibrate.load_cache(args.cache), calibrate.load_models())
     if not found:
-        print(f"no planned {STACK} TTFT rows in {args.cache}", file=sys.stderr)
+        print(f"no planned {STACK} TTFT rows in {args.cache} (--cache): plan them with "
+              f"`python -m torch_neuronx.plan.calibrate --plan-missing --cache {args.cache}`", file=sys.stderr)
         return 1
     print("| row | prompt | batch | published ms | planned ms | planned/published | score elements per core "
           "| gap ns per element |")

@@ -41,4 +41,4 @@ def test_missing_cache_says_so(tmp_path):
     out = subprocess.run([sys.executable, str(SCRIPT), "--cache", str(tmp_path / "none.json")],
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.returncode == 1
-    assert "no planned Transformers NeuronX TTFT rows" in out.stderr
+    assert "no planned Transformers NeuronX TTFT rows" in out.stderr and "--plan-missing" in out.stderr
